@@ -1,0 +1,138 @@
+/**
+ * `RequestContext`: everything one request carries through the pipeline.
+ *
+ * Fixed shape: every slot is assigned in the constructor (`null` until written) and never added
+ * later, so V8 keeps one hidden class for every request. Each slot names its single writer; a
+ * plugin that needs per-request state gets a declared slot here, never an ad-hoc property.
+ */
+import type { GatewayError } from './errors.js'
+import type { HttpMethod, RouteSpec } from './routes.js'
+
+/** Types of API key (API.md §1). */
+export type ApiKeyType = 'organisation-service' | 'workspace-service' | 'workspace-user'
+
+/** Who is calling: the resolved API key (or, later, JWT). */
+export interface Principal {
+  readonly kind: 'api-key' | 'jwt'
+  /** API key id (UUID); for a JWT the token's subject. */
+  readonly keyId: string
+  readonly keyType: ApiKeyType
+  readonly organisationId: string
+  /** `null` for organisation (Admin API) keys. */
+  readonly workspaceId: string | null
+  readonly userId: string | null
+  readonly scopes: ReadonlySet<string>
+}
+
+/** The provider endpoint a request is sent to. */
+export interface UpstreamTarget {
+  /** Provider slug from the registry (`openai`, `groq`, ...). */
+  readonly provider: string
+  /** Origin only, e.g. `https://api.openai.com`. */
+  readonly origin: string
+  /** Path prefix on that origin, e.g. `/v1` (no trailing slash, may be empty). */
+  readonly basePath: string
+  /** Headers that carry the provider credential (already in the provider's own form). */
+  readonly authHeaders: ReadonlyArray<readonly [string, string]>
+  /** Query parameters that carry the credential, for providers that want it there (`key=...`). */
+  readonly authQuery: string
+}
+
+/** Token usage reported by the provider. */
+export interface Usage {
+  readonly promptTokens: number
+  readonly completionTokens: number
+  readonly totalTokens: number
+  readonly cachedTokens: number
+}
+
+/** A parsed JSON object body. */
+export type JsonObject = Record<string, unknown>
+
+/** How the exchange with the client ended. */
+export type Outcome = 'completed' | 'errored' | 'aborted'
+
+/** What `onChunk` hooks see: one Server-Sent Event's `data` payload (without `data: ` and the blank line). */
+export interface SseEvent {
+  data: string
+}
+
+export class RequestContext {
+  /** Unique id (UUID v4). written by: core */
+  readonly requestId: string
+  /** `x-gateway-trace-id` from the client, or the request id. written by: core */
+  readonly traceId: string
+  /** Wall-clock arrival time (epoch ms). written by: core */
+  readonly receivedAt: number
+  /** Monotonic arrival time (`performance.now()`). written by: core */
+  readonly startedAt: number
+  readonly method: HttpMethod
+  /** Path without query string. */
+  readonly path: string
+  /** Raw query string without `?` (may be empty). */
+  readonly query: string
+  /** Request headers, names lower-cased; a repeated header keeps its last value. written by: core */
+  readonly headers: Readonly<Record<string, string>>
+  /** Client address as text. written by: core */
+  readonly clientIp: string
+  readonly route: RouteSpec
+  /** Path parameters of the matched route. */
+  readonly params: Readonly<Record<string, string>>
+  /** Aborted when the client disconnects; pass it to every upstream call. written by: core */
+  readonly signal: AbortSignal
+
+  /** Request body bytes (null for routes without a body). written by: core */
+  rawBody: Buffer | null = null
+  /** Parsed JSON body for `json` routes. written by: core */
+  body: JsonObject | null = null
+  /** The authenticated caller. written by: auth */
+  principal: Principal | null = null
+  /** Where the request goes upstream. written by: forward */
+  target: UpstreamTarget | null = null
+  /** The model named by the request (for logs and limits). written by: forward */
+  model: string | null = null
+  /** Whether the client asked for a stream. written by: forward */
+  streaming = false
+  /** Token usage, when the provider reported it. written by: forward (in onLog, from the reply) */
+  usage: Usage | null = null
+  /** The error sent to the client, if the reply was an error. written by: core */
+  error: GatewayError | null = null
+  /** Status sent to the client (0 until sent). written by: core */
+  status = 0
+  /** Monotonic time the first response byte was written. written by: core */
+  firstByteAt: number | null = null
+  /** Monotonic time the reply ended (or was aborted). written by: core */
+  endedAt: number | null = null
+  /** How the exchange ended. written by: core */
+  outcome: Outcome | null = null
+  /** The last bytes of the response body (at most 16 KiB), for usage extraction. written by: core */
+  responseTail: Buffer | null = null
+
+  constructor(init: {
+    requestId: string
+    traceId: string
+    receivedAt: number
+    startedAt: number
+    method: HttpMethod
+    path: string
+    query: string
+    headers: Readonly<Record<string, string>>
+    clientIp: string
+    route: RouteSpec
+    params: Readonly<Record<string, string>>
+    signal: AbortSignal
+  }) {
+    this.requestId = init.requestId
+    this.traceId = init.traceId
+    this.receivedAt = init.receivedAt
+    this.startedAt = init.startedAt
+    this.method = init.method
+    this.path = init.path
+    this.query = init.query
+    this.headers = init.headers
+    this.clientIp = init.clientIp
+    this.route = init.route
+    this.params = init.params
+    this.signal = init.signal
+  }
+}

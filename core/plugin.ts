@@ -1,0 +1,107 @@
+/**
+ * The plugin contract.
+ *
+ * A plugin is a plain class built by its definition's `create()` from its validated config and the
+ * ports it `inject`s; it never sees the container. The pipeline (core/pipeline.ts) calls its hooks
+ * in these phases, from arrays compiled once at boot per route group:
+ *
+ * | phase        | when                                         | order                        | may stop the request |
+ * | ------------ | -------------------------------------------- | ---------------------------- | -------------------- |
+ * | `onRequest`  | headers known, body not read yet             | priority, high first         | yes                  |
+ * | `onAccess`   | body read (and parsed for JSON routes)       | priority, high first         | yes                  |
+ * | `onForward`  | the group's one terminal plugin builds reply | -                            | -                    |
+ * | `onResponse` | reply status/headers known, nothing sent yet | reverse, plugins that ran    | may swap in an error |
+ * | `onChunk`    | each streamed SSE event                      | reverse, plugins that ran    | may modify or drop   |
+ * | `onLog`      | after the reply ended, failed or was aborted | priority, all group plugins  | never; never throws  |
+ *
+ * A hook stops the request by **returning** a `GatewayError` (sent in the group's error shape) or a
+ * `Reply` (sent as is, e.g. a cache hit). Returning `undefined` continues. A hook that *throws* has a
+ * bug: the client gets a generic 500 and the error is logged with the plugin name and phase.
+ */
+import type { Readable } from 'node:stream'
+import type { RequestContext, SseEvent } from './context.js'
+import type { GatewayError } from './errors.js'
+import type { RouteGroup } from './routes.js'
+import type { Token } from './ports.js'
+
+/** A reply body streamed from a source (an upstream response). */
+export interface StreamBody {
+  readonly readable: Readable
+  /** Parse the stream as Server-Sent Events (so `onChunk` hooks and error events apply). */
+  readonly sse: boolean
+  /** Maps an error raised by `readable` to what the client is told. */
+  readonly toError: (error: unknown) => GatewayError
+}
+
+/** A complete reply. `headers` must not contain `content-length`; core sets it. */
+export interface Reply {
+  readonly status: number
+  readonly headers: ReadonlyArray<readonly [string, string]>
+  readonly body: Uint8Array | string | StreamBody | null
+}
+
+export type HookResult = GatewayError | Reply | undefined
+export type Hook = (ctx: RequestContext) => HookResult | Promise<HookResult>
+
+export interface GatewayPlugin {
+  /** Headers are known, the body is not read. Authentication lives here. */
+  onRequest?(ctx: RequestContext): HookResult | Promise<HookResult>
+  /** The body is read (`ctx.rawBody`, and `ctx.body` for JSON routes). */
+  onAccess?(ctx: RequestContext): HookResult | Promise<HookResult>
+  /** Terminal: produce the reply (or an error). Exactly one plugin per route group has it. */
+  onForward?(ctx: RequestContext): Promise<Reply | GatewayError>
+  /** The reply is about to be sent; return an error to send that instead. Synchronous. */
+  onResponse?(ctx: RequestContext, reply: Reply): GatewayError | undefined
+  /** One streamed event; return it (possibly changed), or `null` to drop it. Synchronous. */
+  onChunk?(ctx: RequestContext, event: SseEvent): SseEvent | null
+  /** The exchange is over (see `ctx.outcome`). Enqueue work only; must not throw. */
+  onLog?(ctx: RequestContext): void
+  /** Release resources at shutdown. */
+  close?(): Promise<void>
+}
+
+export type PhaseName = 'onRequest' | 'onAccess' | 'onForward' | 'onResponse' | 'onChunk' | 'onLog'
+
+/** Structural view of a zod schema, so core does not depend on the validation library. */
+export interface ConfigSchema<T> {
+  safeParse(input: unknown):
+    | { success: true; data: T }
+    | { success: false; error: { issues: ReadonlyArray<{ path: ReadonlyArray<PropertyKey>; message: string }> } }
+}
+
+/**
+ * What a plugin module exports. `name` equals its folder and its key in `config/default.json`.
+ * `inject` lists the port tokens `create` receives, in order; only the ports of enabled plugins are
+ * ever started.
+ */
+export interface PluginDefinition<C = unknown> {
+  readonly name: string
+  /** Default priority (higher runs first); config may override it. Ties are a boot error. */
+  readonly priority: number
+  /** The route groups whose pipelines include this plugin. */
+  readonly groups: readonly RouteGroup[]
+  /** Phases it implements (documented in the README's configuration table; checked at boot). */
+  readonly phases: readonly PhaseName[]
+  /** Plugins that must also be enabled. */
+  readonly requires?: readonly string[]
+  readonly configSchema: ConfigSchema<C>
+  readonly inject: readonly Token<unknown>[]
+  create(config: C, deps: readonly unknown[]): GatewayPlugin
+}
+
+/** Helps TypeScript check `create`'s config type against the schema. */
+export function definePlugin<C>(definition: PluginDefinition<C>): PluginDefinition<C> {
+  return definition
+}
+
+const JSON_HEADERS: ReadonlyArray<readonly [string, string]> = [['content-type', 'application/json']]
+
+/** A JSON reply. */
+export function jsonReply(status: number, body: unknown, headers?: ReadonlyArray<readonly [string, string]>): Reply {
+  return { status, headers: headers ? [...JSON_HEADERS, ...headers] : JSON_HEADERS, body: JSON.stringify(body) }
+}
+
+/** True when a hook result is a `Reply` (not an error, not `undefined`). */
+export function isReply(value: HookResult | Reply): value is Reply {
+  return value !== undefined && !(value instanceof Error)
+}

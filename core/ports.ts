@@ -1,0 +1,265 @@
+/**
+ * Ports: the interfaces plugins depend on, each with a same-named token used by the composition
+ * root (config/wiring.ts) to inject the configured adapter. Adapters live in `adapters/` and import
+ * only this file, core/errors.ts, their own folder and their driver.
+ *
+ * Every adapter is a `Service`: `start()` is awaited at boot before the first request, `close()` at
+ * shutdown after in-flight requests drained, `health()` backs `/readyz`.
+ */
+import type { Readable } from 'node:stream'
+import type { ApiKeyType, Usage } from './context.js'
+import type { GatewayError } from './errors.js'
+
+/** A typed injection token. The phantom field carries the type; it never exists at runtime. */
+export type Token<T> = symbol & { readonly __port?: T }
+
+function token<T>(name: string): Token<T> {
+  return Symbol.for(`gateway:${name}`) as Token<T>
+}
+
+export interface HealthStatus {
+  readonly ok: boolean
+  /** Short, secret-free explanation when not ok. */
+  readonly detail?: string
+}
+
+/** Lifecycle every adapter implements. */
+export interface Service {
+  start(): Promise<void>
+  close(): Promise<void>
+  health(): Promise<HealthStatus>
+}
+
+// ---------------------------------------------------------------------------------------------
+// Logger
+
+/** Structured process logger (pino-compatible subset). Never pass secrets. */
+export interface Logger {
+  debug(fields: object, message?: string): void
+  info(fields: object, message?: string): void
+  warn(fields: object, message?: string): void
+  error(fields: object, message?: string): void
+}
+export const Logger = token<Logger>('Logger')
+
+// ---------------------------------------------------------------------------------------------
+// Admin store
+
+export type OrganisationRole = 'owner' | 'admin' | 'member'
+
+export interface OrganisationRecord {
+  readonly id: string
+  readonly name: string
+  readonly createdAt: string
+}
+
+export interface UserRecord {
+  readonly id: string
+  readonly organisationId: string
+  readonly email: string
+  readonly firstName: string
+  readonly lastName: string
+  readonly role: OrganisationRole
+  readonly createdAt: string
+}
+
+export interface WorkspaceRecord {
+  /** UUID. */
+  readonly id: string
+  /** Unique per organisation, e.g. `ws-default-3f9a1c`; accepted wherever an id is. */
+  readonly slug: string
+  readonly organisationId: string
+  readonly name: string
+  readonly description: string | null
+  readonly createdAt: string
+  readonly lastUpdatedAt: string
+}
+
+export type ApiKeyStatus = 'active' | 'exhausted' | 'expired'
+
+export interface ApiKeyRecord {
+  readonly id: string
+  /** Hex SHA-256 of the secret; the secret itself is never stored. */
+  readonly keyHash: string
+  /** Display form of the secret, e.g. `gw********xyz`. */
+  readonly maskedKey: string
+  readonly name: string
+  readonly description: string | null
+  readonly type: ApiKeyType
+  readonly organisationId: string
+  /** Workspace UUID; `null` for organisation keys. */
+  readonly workspaceId: string | null
+  readonly userId: string | null
+  readonly scopes: readonly string[]
+  readonly status: ApiKeyStatus
+  /** ISO 8601, or `null` for keys that never expire. */
+  readonly expiresAt: string | null
+  readonly creationMode: 'api' | 'auto' | 'ui'
+  readonly createdAt: string
+  readonly lastUpdatedAt: string
+}
+
+/** What the first start writes, all or nothing. */
+export interface BootstrapSeed {
+  readonly organisation: OrganisationRecord
+  readonly owner: UserRecord
+  readonly workspace: WorkspaceRecord
+  readonly adminKey: ApiKeyRecord
+}
+
+/**
+ * Organisations, users, workspaces and API keys. Writes that break a uniqueness rule (slug per
+ * organisation, key hash) reject with a `GatewayError` of `GW_ADMIN_CONFLICT`; a store that cannot
+ * be reached rejects with any other error (callers fail closed).
+ */
+export interface AdminStore extends Service {
+  /** The organisation of a single-organisation deployment: the oldest one, or `null` before bootstrap. */
+  findFirstOrganisation(): Promise<OrganisationRecord | null>
+  /** Writes the bootstrap records in one transaction. */
+  bootstrap(seed: BootstrapSeed): Promise<void>
+  findApiKeyByHash(keyHash: string): Promise<ApiKeyRecord | null>
+  insertApiKey(key: ApiKeyRecord): Promise<void>
+  insertWorkspace(workspace: WorkspaceRecord): Promise<void>
+  /** Finds a workspace of the organisation by UUID or slug. */
+  findWorkspace(organisationId: string, idOrSlug: string): Promise<WorkspaceRecord | null>
+  findUser(organisationId: string, userId: string): Promise<UserRecord | null>
+}
+export const AdminStore = token<AdminStore>('AdminStore')
+
+// ---------------------------------------------------------------------------------------------
+// Request logs
+
+/** One request's log record (written after the reply ended, errored or was aborted). */
+export interface LogRecord {
+  /** Request id (UUID). */
+  readonly id: string
+  readonly traceId: string
+  /** Epoch ms when the request arrived. */
+  readonly createdAt: number
+  readonly organisationId: string | null
+  readonly workspaceId: string | null
+  readonly apiKeyId: string | null
+  readonly method: string
+  /** Route id (`chat.completions`, `passthrough`, ...). */
+  readonly route: string
+  readonly path: string
+  readonly provider: string | null
+  readonly model: string | null
+  readonly status: number
+  readonly outcome: 'completed' | 'errored' | 'aborted'
+  readonly streaming: boolean
+  readonly latencyMs: number
+  /** Time to the first response byte; `null` when nothing was sent. */
+  readonly ttfbMs: number | null
+  readonly usage: Usage | null
+  /** Catalogue code of the gateway error, or `null`. */
+  readonly errorCode: string | null
+  /** `x-gateway-metadata` values (`_user` names the end user). */
+  readonly metadata: Readonly<Record<string, string>> | null
+}
+
+/**
+ * Where log records go. `enqueue` is synchronous and never blocks or throws (hot path); records are
+ * written in batches. Losses are counted in `stats()`, never silent.
+ */
+export interface LogSink extends Service {
+  enqueue(record: LogRecord): void
+  /** Writes everything queued so far. */
+  flush(): Promise<void>
+  stats(): LogSinkStats
+}
+export interface LogSinkStats {
+  readonly queued: number
+  readonly written: number
+  readonly dropped: number
+}
+export const LogSink = token<LogSink>('LogSink')
+
+// ---------------------------------------------------------------------------------------------
+// Providers and the upstream client
+
+export type ProviderAuthStyle = 'bearer' | 'header' | 'query' | 'none'
+
+/** One provider of the registry. OpenAI-compatible providers are pure data. */
+export interface ProviderSpec {
+  readonly slug: string
+  /** Base URL including its API prefix, e.g. `https://api.groq.com/openai/v1`. Empty when a custom host is required. */
+  readonly baseUrl: string
+  readonly authStyle: ProviderAuthStyle
+  /** Header name for `header`, query parameter for `query`. */
+  readonly authName?: string
+  /** Whether it speaks the OpenAI wire format (requests and responses pass through unchanged). */
+  readonly openAiCompatible: boolean
+  /** Route ids it does not serve (first-class routes only; pass-through goes anywhere). */
+  readonly unsupportedRoutes?: readonly string[]
+}
+
+export type CustomHostCheck =
+  | { readonly ok: true; readonly origin: string; readonly basePath: string }
+  | { readonly ok: false; readonly reason: string }
+
+export interface ProviderRegistry {
+  get(slug: string): ProviderSpec | undefined
+  list(): readonly ProviderSpec[]
+  /**
+   * Validates a custom host URL against the operator's allow-list (SSRF guard): http(s) only, no
+   * credentials, link-local and cloud-metadata addresses always refused, private and loopback
+   * addresses only when allowed by `GATEWAY_ALLOWED_CUSTOM_HOSTS`.
+   */
+  checkCustomHost(url: string): Promise<CustomHostCheck>
+}
+export const ProviderRegistry = token<ProviderRegistry>('ProviderRegistry')
+
+export interface UpstreamRequest {
+  /** `https://host:port` */
+  readonly origin: string
+  /** Path with query string. */
+  readonly path: string
+  readonly method: string
+  readonly headers: Readonly<Record<string, string>>
+  readonly body: Uint8Array | string | null
+  /** Client disconnect aborts the upstream request. */
+  readonly signal: AbortSignal
+  /** Timeout asked for by the request (`x-gateway-request-timeout`); expiry → 408. `null` → the gateway default (→ 504). */
+  readonly requestTimeoutMs: number | null
+}
+
+export interface UpstreamResponse {
+  readonly status: number
+  readonly headers: Readonly<Record<string, string | string[] | undefined>>
+  readonly body: Readable
+}
+
+/**
+ * Sends requests upstream over pooled keep-alive connections. `send` rejects only with a
+ * `GatewayError` (`GW_UPSTREAM_UNREACHABLE`, `GW_UPSTREAM_TIMEOUT`, `GW_UPSTREAM_REQUEST_TIMEOUT`);
+ * errors raised later by the response body are mapped with `toError`.
+ */
+export interface UpstreamClient extends Service {
+  send(request: UpstreamRequest): Promise<UpstreamResponse>
+  toError(error: unknown, requestTimeoutMs: number | null): GatewayError
+}
+export const UpstreamClient = token<UpstreamClient>('UpstreamClient')
+
+// ---------------------------------------------------------------------------------------------
+// Change notifications
+
+/**
+ * Publish/subscribe across gateway instances, used to invalidate in-process caches (a revoked key
+ * stops working everywhere within 1 s). In-process when there is no Redis.
+ */
+export interface ChangeNotifier extends Service {
+  publish(channel: string, message: string): void
+  /** Returns an unsubscribe function. */
+  subscribe(channel: string, handler: (message: string) => void): () => void
+}
+export const ChangeNotifier = token<ChangeNotifier>('ChangeNotifier')
+
+// ---------------------------------------------------------------------------------------------
+// Clock
+
+/** Time source, injectable so limits and expiry are testable. */
+export interface Clock {
+  now(): number
+}
+export const Clock = token<Clock>('Clock')

@@ -1,0 +1,231 @@
+/**
+ * The route table: which (method, path) belongs to which route group, what body it carries,
+ * and which scopes admit it. Matching is precompiled: data-plane routes are one Map lookup;
+ * Admin API routes are a short list of segment patterns tried only on non-inference paths.
+ *
+ * The plane rule (API.md §2): first-class inference routes are always data plane. Any other `/v1`
+ * path is pass-through when the request selects a provider; otherwise it is matched against the
+ * Admin API, and a path that names no admin route is still handed to the pass-through group so that
+ * authentication runs first and the terminal plugin reports "missing provider selection".
+ */
+
+export const HTTP_METHODS = ['GET', 'POST', 'PUT', 'DELETE'] as const
+export type HttpMethod = (typeof HTTP_METHODS)[number]
+
+/** Route groups; each has its own compiled pipeline. `core` routes run no plugins. */
+export const ROUTE_GROUPS = ['inference', 'passthrough', 'admin'] as const
+export type RouteGroup = (typeof ROUTE_GROUPS)[number]
+
+/** How a route's request body is read: parsed JSON, raw bytes, or not at all. */
+export type BodyMode = 'json' | 'raw' | 'none'
+
+export interface RouteSpec {
+  /** Stable id, used in logs and by terminal plugins to pick a handler (`chat.completions`, `admin.workspaces.create`). */
+  readonly id: string
+  readonly group: RouteGroup
+  readonly method: HttpMethod
+  /** Path pattern; `:name` segments are parameters. */
+  readonly pattern: string
+  readonly body: BodyMode
+  /** Which size limit applies: JSON bodies or uploads (multipart, audio, pass-through). */
+  readonly bodyLimit: 'json' | 'upload'
+  /** Any one of these scopes admits the route; `null` when `scopesFor` decides from the path parameters. */
+  readonly scopes: readonly string[] | null
+  readonly scopesFor?: (params: Readonly<Record<string, string>>) => readonly string[]
+  /** Only organisation (Admin API) keys may call it. */
+  readonly adminKeyOnly: boolean
+  /** For data-plane routes: the path sent upstream, relative to the provider base URL. */
+  readonly upstreamPath: string | null
+}
+
+export interface RouteMatch {
+  readonly route: RouteSpec
+  readonly params: Readonly<Record<string, string>>
+}
+
+const NO_PARAMS: Readonly<Record<string, string>> = Object.freeze({})
+
+function dataRoute(id: string, method: HttpMethod, path: string, body: BodyMode, bodyLimit: 'json' | 'upload', scopes: readonly string[]): RouteSpec {
+  return Object.freeze({
+    id,
+    group: 'inference',
+    method,
+    pattern: path,
+    body,
+    bodyLimit,
+    scopes,
+    adminKeyOnly: false,
+    upstreamPath: path.slice('/v1'.length),
+  })
+}
+
+const COMPLETIONS = ['completions.write'] as const
+
+/** First-class inference routes (OpenAI formats). */
+export const INFERENCE_ROUTES: readonly RouteSpec[] = [
+  dataRoute('chat.completions', 'POST', '/v1/chat/completions', 'json', 'json', COMPLETIONS),
+  dataRoute('completions', 'POST', '/v1/completions', 'json', 'json', COMPLETIONS),
+  dataRoute('embeddings', 'POST', '/v1/embeddings', 'json', 'json', COMPLETIONS),
+  dataRoute('audio.speech', 'POST', '/v1/audio/speech', 'json', 'json', COMPLETIONS),
+  dataRoute('audio.transcriptions', 'POST', '/v1/audio/transcriptions', 'raw', 'upload', COMPLETIONS),
+  dataRoute('audio.translations', 'POST', '/v1/audio/translations', 'raw', 'upload', COMPLETIONS),
+  dataRoute('images.generations', 'POST', '/v1/images/generations', 'json', 'json', COMPLETIONS),
+  dataRoute('models.list', 'GET', '/v1/models', 'none', 'json', ['virtual_keys.list', 'completions.write']),
+]
+
+/** Pass-through: any other `/v1` path, one spec per method (the path is the request's own). */
+const PASSTHROUGH_ROUTES: Readonly<Record<HttpMethod, RouteSpec>> = Object.freeze({
+  GET: passthrough('GET', 'none'),
+  POST: passthrough('POST', 'raw'),
+  PUT: passthrough('PUT', 'raw'),
+  DELETE: passthrough('DELETE', 'raw'),
+})
+
+function passthrough(method: HttpMethod, body: BodyMode): RouteSpec {
+  return Object.freeze({
+    id: 'passthrough',
+    group: 'passthrough',
+    method,
+    pattern: '/v1/*',
+    body,
+    bodyLimit: 'upload',
+    scopes: COMPLETIONS,
+    adminKeyOnly: false,
+    upstreamPath: null,
+  })
+}
+
+function adminRoute(
+  id: string,
+  method: HttpMethod,
+  pattern: string,
+  scopes: readonly string[] | ((params: Readonly<Record<string, string>>) => readonly string[]),
+  options: { adminKeyOnly?: boolean; body?: BodyMode } = {},
+): RouteSpec {
+  const computed = typeof scopes === 'function'
+  return Object.freeze({
+    id,
+    group: 'admin',
+    method,
+    pattern,
+    body: options.body ?? (method === 'GET' || method === 'DELETE' ? 'none' : 'json'),
+    bodyLimit: 'json',
+    scopes: computed ? null : scopes,
+    ...(computed ? { scopesFor: scopes } : {}),
+    adminKeyOnly: options.adminKeyOnly ?? false,
+    upstreamPath: null,
+  })
+}
+
+/** `organisation/service` → `organisation_service_api_keys.<action>`; unknown combinations admit nobody. */
+function apiKeyCreateScopes(params: Readonly<Record<string, string>>): readonly string[] {
+  const kind = `${params.type ?? ''}/${params.subType ?? ''}`
+  if (kind === 'organisation/service') return ['organisation_service_api_keys.create']
+  if (kind === 'workspace/service') return ['workspace_service_api_keys.create']
+  if (kind === 'workspace/user') return ['workspace_user_api_keys.create']
+  return []
+}
+
+/** Admin API routes (API.md §5) served by the admin-api plugin. */
+export const ADMIN_ROUTES: readonly RouteSpec[] = [
+  adminRoute('admin.organisation.get', 'GET', '/v1/admin/organisation', ['organisation_settings.read'], { adminKeyOnly: true }),
+  adminRoute('admin.workspaces.create', 'POST', '/v1/admin/workspaces', ['workspaces.create'], { adminKeyOnly: true }),
+  adminRoute('admin.workspaces.get', 'GET', '/v1/admin/workspaces/:workspaceId', ['workspaces.read']),
+  adminRoute('api-keys.create', 'POST', '/v1/api-keys/:type/:subType', apiKeyCreateScopes),
+]
+
+interface CompiledPattern {
+  readonly route: RouteSpec
+  readonly segments: readonly string[]
+}
+
+/** Splits a path into segments, ignoring one trailing slash. */
+function segmentsOf(path: string): string[] {
+  const trimmed = path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path
+  return trimmed.split('/')
+}
+
+function matchSegments(pattern: readonly string[], actual: readonly string[]): Record<string, string> | null {
+  if (pattern.length !== actual.length) return null
+  let params: Record<string, string> | null = null
+  for (let i = 0; i < pattern.length; i++) {
+    const expected = pattern[i] as string
+    const value = actual[i] as string
+    if (expected.startsWith(':')) {
+      if (value.length === 0) return null
+      params ??= {}
+      params[expected.slice(1)] = decodeURIComponent(value)
+    } else if (expected !== value) {
+      return null
+    }
+  }
+  return params ?? {}
+}
+
+/** The result of matching a request: a route, or the reason none applies. */
+export type RouteLookup =
+  | { readonly kind: 'route'; readonly match: RouteMatch }
+  | { readonly kind: 'core'; readonly name: 'healthz' | 'readyz' | 'metrics' }
+  | { readonly kind: 'not-found' }
+  | { readonly kind: 'method-not-allowed' }
+
+/**
+ * A compiled route table. `lookup` is the hot-path entry: it allocates nothing for first-class
+ * routes and core routes.
+ */
+export class RouteTable {
+  readonly #inference = new Map<string, RouteMatch>()
+  readonly #admin: readonly CompiledPattern[]
+
+  constructor(inference: readonly RouteSpec[] = INFERENCE_ROUTES, admin: readonly RouteSpec[] = ADMIN_ROUTES) {
+    for (const route of inference) this.#inference.set(`${route.method} ${route.pattern}`, Object.freeze({ route, params: NO_PARAMS }))
+    this.#admin = admin.map((route) => ({ route, segments: segmentsOf(route.pattern) }))
+  }
+
+  /**
+   * @param method upper-case request method
+   * @param path the path without query string
+   * @param selectsProvider whether the request carries a provider selection header
+   */
+  lookup(method: string, path: string, selectsProvider: boolean): RouteLookup {
+    const first = this.#inference.get(`${method} ${path}`)
+    if (first !== undefined) return { kind: 'route', match: first }
+    if (path === '/healthz' || path === '/readyz' || path === '/metrics') {
+      return method === 'GET' ? { kind: 'core', name: path.slice(1) as 'healthz' | 'readyz' | 'metrics' } : { kind: 'method-not-allowed' }
+    }
+    if (path !== '/v1' && !path.startsWith('/v1/')) return { kind: 'not-found' }
+    if (!isHttpMethod(method)) return { kind: 'method-not-allowed' }
+    if (!selectsProvider) {
+      const segments = segmentsOf(path)
+      let pathKnown = false
+      for (const candidate of this.#admin) {
+        const params = matchSegments(candidate.segments, segments)
+        if (params === null) continue
+        if (candidate.route.method === method) return { kind: 'route', match: { route: candidate.route, params } }
+        pathKnown = true
+      }
+      if (pathKnown) return { kind: 'method-not-allowed' }
+    }
+    return { kind: 'route', match: { route: PASSTHROUGH_ROUTES[method], params: NO_PARAMS } }
+  }
+}
+
+export function isHttpMethod(method: string): method is HttpMethod {
+  return method === 'GET' || method === 'POST' || method === 'PUT' || method === 'DELETE'
+}
+
+/** The headers that select a provider and so make a non-first-class `/v1` path a pass-through call. */
+export function selectsProvider(headers: Readonly<Record<string, string>>): boolean {
+  return (
+    headers['x-gateway-provider'] !== undefined ||
+    headers['x-gateway-virtual-key'] !== undefined ||
+    headers['x-gateway-config'] !== undefined
+  )
+}
+
+/** The scopes that admit a matched route. */
+export function scopesOf(match: RouteMatch): readonly string[] {
+  const { route } = match
+  if (route.scopes !== null) return route.scopes
+  return route.scopesFor ? route.scopesFor(match.params) : []
+}
