@@ -21,7 +21,13 @@ export interface Principal {
   /** `null` for organisation (Admin API) keys. */
   readonly workspaceId: string | null
   readonly userId: string | null
+  /** Scopes with any `gateway.` prefix removed. */
   readonly scopes: ReadonlySet<string>
+  /**
+   * Which header carried the gateway credential. When it was `authorization`, that header belongs
+   * to the gateway and must not be forwarded to a provider.
+   */
+  readonly credentialHeader: 'x-gateway-api-key' | 'authorization'
 }
 
 /** The provider endpoint a request is sent to. */

@@ -56,6 +56,8 @@ export interface GatewayPlugin {
   onChunk?(ctx: RequestContext, event: SseEvent): SseEvent | null
   /** The exchange is over (see `ctx.outcome`). Enqueue work only; must not throw. */
   onLog?(ctx: RequestContext): void
+  /** Called once at boot, after the ports started and before the server listens (warm caches, seed data). */
+  start?(): Promise<void>
   /** Release resources at shutdown. */
   close?(): Promise<void>
 }

@@ -255,6 +255,9 @@ export interface ChangeNotifier extends Service {
 }
 export const ChangeNotifier = token<ChangeNotifier>('ChangeNotifier')
 
+/** Channels in use. `apiKeys` messages are a key hash, or `*` to drop every cached key. */
+export const CHANGE_CHANNELS = { apiKeys: 'api-keys' } as const
+
 // ---------------------------------------------------------------------------------------------
 // Clock
 

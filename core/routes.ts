@@ -29,9 +29,8 @@ export interface RouteSpec {
   readonly body: BodyMode
   /** Which size limit applies: JSON bodies or uploads (multipart, audio, pass-through). */
   readonly bodyLimit: 'json' | 'upload'
-  /** Any one of these scopes admits the route; `null` when `scopesFor` decides from the path parameters. */
-  readonly scopes: readonly string[] | null
-  readonly scopesFor?: (params: Readonly<Record<string, string>>) => readonly string[]
+  /** Any one of these scopes admits the route. */
+  readonly scopes: readonly string[]
   /** Only organisation (Admin API) keys may call it. */
   readonly adminKeyOnly: boolean
   /** For data-plane routes: the path sent upstream, relative to the provider base URL. */
@@ -99,10 +98,9 @@ function adminRoute(
   id: string,
   method: HttpMethod,
   pattern: string,
-  scopes: readonly string[] | ((params: Readonly<Record<string, string>>) => readonly string[]),
+  scopes: readonly string[],
   options: { adminKeyOnly?: boolean; body?: BodyMode } = {},
 ): RouteSpec {
-  const computed = typeof scopes === 'function'
   return Object.freeze({
     id,
     group: 'admin',
@@ -110,20 +108,10 @@ function adminRoute(
     pattern,
     body: options.body ?? (method === 'GET' || method === 'DELETE' ? 'none' : 'json'),
     bodyLimit: 'json',
-    scopes: computed ? null : scopes,
-    ...(computed ? { scopesFor: scopes } : {}),
+    scopes,
     adminKeyOnly: options.adminKeyOnly ?? false,
     upstreamPath: null,
   })
-}
-
-/** `organisation/service` → `organisation_service_api_keys.<action>`; unknown combinations admit nobody. */
-function apiKeyCreateScopes(params: Readonly<Record<string, string>>): readonly string[] {
-  const kind = `${params.type ?? ''}/${params.subType ?? ''}`
-  if (kind === 'organisation/service') return ['organisation_service_api_keys.create']
-  if (kind === 'workspace/service') return ['workspace_service_api_keys.create']
-  if (kind === 'workspace/user') return ['workspace_user_api_keys.create']
-  return []
 }
 
 /** Admin API routes (API.md §5) served by the admin-api plugin. */
@@ -131,7 +119,9 @@ export const ADMIN_ROUTES: readonly RouteSpec[] = [
   adminRoute('admin.organisation.get', 'GET', '/v1/admin/organisation', ['organisation_settings.read'], { adminKeyOnly: true }),
   adminRoute('admin.workspaces.create', 'POST', '/v1/admin/workspaces', ['workspaces.create'], { adminKeyOnly: true }),
   adminRoute('admin.workspaces.get', 'GET', '/v1/admin/workspaces/:workspaceId', ['workspaces.read']),
-  adminRoute('api-keys.create', 'POST', '/v1/api-keys/:type/:subType', apiKeyCreateScopes),
+  adminRoute('api-keys.organisation-service.create', 'POST', '/v1/api-keys/organisation/service', ['organisation_service_api_keys.create'], { adminKeyOnly: true }),
+  adminRoute('api-keys.workspace-service.create', 'POST', '/v1/api-keys/workspace/service', ['workspace_service_api_keys.create']),
+  adminRoute('api-keys.workspace-user.create', 'POST', '/v1/api-keys/workspace/user', ['workspace_user_api_keys.create']),
 ]
 
 interface CompiledPattern {
@@ -221,11 +211,4 @@ export function selectsProvider(headers: Readonly<Record<string, string>>): bool
     headers['x-gateway-virtual-key'] !== undefined ||
     headers['x-gateway-config'] !== undefined
   )
-}
-
-/** The scopes that admit a matched route. */
-export function scopesOf(match: RouteMatch): readonly string[] {
-  const { route } = match
-  if (route.scopes !== null) return route.scopes
-  return route.scopesFor ? route.scopesFor(match.params) : []
 }

@@ -1,0 +1,133 @@
+/**
+ * The composition root: the only module that imports tsyringe and knows every concrete class.
+ *
+ * Each port token gets a caching factory for its adapter. Only the tokens that enabled plugins
+ * `inject` are ever resolved, so an adapter no enabled plugin needs is never constructed or started
+ * (turning `log` off means the log store is never opened). Plugins are built here with explicit
+ * arguments; they never see the container.
+ */
+import 'reflect-metadata'
+import { join } from 'node:path'
+import { pino } from 'pino'
+import { container as rootContainer, instanceCachingFactory, type DependencyContainer } from 'tsyringe'
+import { DuckDbAdminStore } from '../adapters/embedded/duckdb-admin-store.js'
+import { DuckDbDatabase } from '../adapters/embedded/duckdb-database.js'
+import { DuckDbLogSink } from '../adapters/embedded/duckdb-log-sink.js'
+import { InProcessChangeNotifier } from '../adapters/memory/in-process-change-notifier.js'
+import { TableProviderRegistry } from '../adapters/providers/provider-registry.js'
+import { UndiciUpstreamClient } from '../adapters/providers/upstream-client.js'
+import type { PipelineMember } from '../core/pipeline.js'
+import type { GatewayPlugin } from '../core/plugin.js'
+import { AdminStore, ChangeNotifier, Clock, LogSink, Logger, ProviderRegistry, UpstreamClient, type Service, type Token } from '../core/ports.js'
+import { resolvePlugins, type PluginResolution } from '../core/registry.js'
+import type { RouteGroup } from '../core/routes.js'
+import { PLUGIN_CATALOGUE } from '../plugins/index.js'
+import type { LoadedConfig } from './load.js'
+
+/** Everything boot needs, built but not started. */
+export interface Wiring {
+  readonly logger: Logger
+  readonly resolution: PluginResolution
+  /** Services to start, in start order (close in reverse). */
+  readonly services: ReadonlyArray<{ readonly name: string; readonly service: Service }>
+  /** Enabled plugins in priority order. */
+  readonly plugins: readonly PipelineMember[]
+  /** Pipeline members of each active route group. */
+  readonly groups: ReadonlyMap<RouteGroup, readonly PipelineMember[]>
+  /** The log sink, when an enabled plugin uses it (exposed for metrics and tests). */
+  readonly logSink: LogSink | null
+  /** Resolves a port (tests and diagnostics); only ports enabled plugins use are available. */
+  resolve<T>(token: Token<T>): T
+}
+
+/** Names of port tokens, for messages and the service list. */
+const PORT_NAMES = new Map<symbol, string>([
+  [AdminStore, 'admin-store'],
+  [LogSink, 'log-sink'],
+  [ChangeNotifier, 'change-notifier'],
+  [ProviderRegistry, 'provider-registry'],
+  [UpstreamClient, 'upstream-client'],
+  [Clock, 'clock'],
+  [Logger, 'logger'],
+])
+
+function isService(value: unknown): value is Service {
+  return (
+    value !== null &&
+    typeof value === 'object' &&
+    typeof (value as Service).start === 'function' &&
+    typeof (value as Service).close === 'function' &&
+    typeof (value as Service).health === 'function'
+  )
+}
+
+export function wire(loaded: LoadedConfig): Wiring {
+  const { config, environment } = loaded
+  const resolution = resolvePlugins(PLUGIN_CATALOGUE, config.plugins)
+  const logger = pino({ level: environment.logLevel, base: undefined })
+  const container: DependencyContainer = rootContainer.createChildContainer()
+
+  // Services in the order they must start; a factory appends its product when first resolved.
+  const started: Array<{ name: string; service: Service }> = []
+  function serviceFactory<T extends Service>(name: string, make: (c: DependencyContainer) => T) {
+    return instanceCachingFactory<T>((c) => {
+      const service = make(c)
+      started.push({ name, service })
+      return service
+    })
+  }
+  const DATABASE = Symbol('DuckDbDatabase')
+
+  container.register(Logger, { useValue: logger })
+  container.register(Clock, { useValue: { now: () => Date.now() } })
+  container.register(DATABASE, {
+    useFactory: serviceFactory('embedded-database', () => new DuckDbDatabase({ path: join(environment.dataDir, 'gateway.duckdb') })),
+  })
+  container.register(AdminStore, {
+    useFactory: serviceFactory('admin-store', (c) => new DuckDbAdminStore(c.resolve<DuckDbDatabase>(DATABASE))),
+  })
+  container.register(LogSink, {
+    useFactory: serviceFactory('log-sink', (c) => new DuckDbLogSink(c.resolve<DuckDbDatabase>(DATABASE), { ...config.logSink, logger })),
+  })
+  container.register(ChangeNotifier, {
+    useFactory: serviceFactory('change-notifier', () => new InProcessChangeNotifier()),
+  })
+  container.register(ProviderRegistry, {
+    useFactory: instanceCachingFactory(() => new TableProviderRegistry({ allowedCustomHosts: environment.allowedCustomHosts })),
+  })
+  container.register(UpstreamClient, {
+    useFactory: serviceFactory('upstream-client', () => new UndiciUpstreamClient(config.upstream)),
+  })
+
+  const plugins: PipelineMember[] = []
+  for (const enabled of resolution.enabled) {
+    const deps = enabled.definition.inject.map((token) => {
+      if (!container.isRegistered(token)) throw new Error(`plugin "${enabled.definition.name}" injects an unregistered port ${String(token)}`)
+      return container.resolve(token)
+    })
+    const plugin: GatewayPlugin = enabled.definition.create(enabled.config, deps)
+    plugins.push({ name: enabled.definition.name, plugin })
+  }
+
+  const groups = new Map<RouteGroup, PipelineMember[]>()
+  for (const group of resolution.activeGroups) {
+    groups.set(
+      group,
+      plugins.filter((member, index) => resolution.enabled[index]?.definition.groups.includes(group)),
+    )
+  }
+
+  const injected = new Set<symbol>(resolution.enabled.flatMap((plugin) => plugin.definition.inject))
+  return {
+    logger,
+    resolution,
+    services: started.filter((entry) => isService(entry.service)),
+    plugins,
+    groups,
+    logSink: injected.has(LogSink) ? container.resolve(LogSink) : null,
+    resolve<T>(token: Token<T>): T {
+      if (!injected.has(token)) throw new Error(`port ${PORT_NAMES.get(token) ?? String(token)} is not used by any enabled plugin`)
+      return container.resolve<T>(token)
+    },
+  }
+}

@@ -1,0 +1,222 @@
+/**
+ * The phase runner. One `Pipeline` per route group, compiled at boot from the enabled plugins of
+ * that group: each phase is a plain array of bound hooks, so a request does no lookups and builds
+ * no closures to run them (see core/plugin.ts for the phase table).
+ *
+ * "Plugins that ran" (for `onResponse` and `onChunk`): the plugins ranked at or above the one that
+ * stopped the request, or all of them when the terminal plugin produced the reply.
+ */
+import type { JsonObject, RequestContext, SseEvent } from './context.js'
+import { ERRORS, GatewayError, gatewayError, toControlPlaneBody, toDataPlaneBody } from './errors.js'
+import type { GatewayPlugin, HookResult, Reply } from './plugin.js'
+import type { Logger } from './ports.js'
+import type { RouteGroup } from './routes.js'
+
+/** Rewrites or drops one streamed event; `null` when the pipeline has no `onChunk` hooks. */
+export type EventTransform = (ctx: RequestContext, event: SseEvent) => SseEvent | null
+
+/**
+ * The client side of one exchange, implemented by core/http. The pipeline decides *what* to send;
+ * the exchange knows *how* (uWS, corking, backpressure, aborts).
+ */
+export interface ClientExchange {
+  /** The request body, bounded by the route's limit; a `GatewayError` (413) when it is larger. */
+  readBody(): Promise<Buffer | GatewayError>
+  /**
+   * Sends the reply and resolves once it ended, failed or the client went away. Records
+   * `ctx.status`, `ctx.firstByteAt`, `ctx.endedAt`, `ctx.outcome`, `ctx.responseTail`.
+   */
+  send(ctx: RequestContext, reply: Reply, transform: EventTransform | null): Promise<void>
+}
+
+/** Wire shape of errors for a group: OpenAI-shaped (data plane) or Admin API envelope. */
+export type ErrorShape = 'data' | 'control'
+
+/** An enabled plugin as a pipeline member. */
+export interface PipelineMember {
+  readonly name: string
+  readonly plugin: GatewayPlugin
+}
+
+interface Step<F> {
+  readonly name: string
+  readonly rank: number
+  readonly fn: F
+}
+
+type RequestHook = (ctx: RequestContext) => HookResult | Promise<HookResult>
+type ResponseHook = (ctx: RequestContext, reply: Reply) => GatewayError | undefined
+type ChunkHook = (ctx: RequestContext, event: SseEvent) => SseEvent | null
+type LogHook = (ctx: RequestContext) => void
+
+const JSON_CONTENT_TYPE: readonly [string, string] = ['content-type', 'application/json']
+
+function stepsOf<F>(members: readonly PipelineMember[], phase: keyof GatewayPlugin): Step<F>[] {
+  const steps: Step<F>[] = []
+  members.forEach((member, rank) => {
+    const hook = member.plugin[phase]
+    if (typeof hook === 'function') steps.push({ name: member.name, rank, fn: hook.bind(member.plugin) as F })
+  })
+  return steps
+}
+
+function isPromise<T>(value: T | Promise<T>): value is Promise<T> {
+  return typeof (value as { then?: unknown } | undefined)?.then === 'function'
+}
+
+export class Pipeline {
+  readonly group: RouteGroup
+  readonly errorShape: ErrorShape
+  readonly #size: number
+  readonly #onRequest: readonly Step<RequestHook>[]
+  readonly #onAccess: readonly Step<RequestHook>[]
+  readonly #terminal: Step<(ctx: RequestContext) => Promise<Reply | GatewayError>>
+  readonly #onResponse: readonly Step<ResponseHook>[]
+  readonly #onChunk: readonly Step<ChunkHook>[]
+  readonly #onLog: readonly Step<LogHook>[]
+  readonly #fullTransform: EventTransform | null
+  readonly #logger: Logger
+
+  /**
+   * @param members enabled plugins of the group, priority high first; exactly one has `onForward`
+   *   (checked by core/registry.ts).
+   */
+  constructor(group: RouteGroup, errorShape: ErrorShape, members: readonly PipelineMember[], logger: Logger) {
+    this.group = group
+    this.errorShape = errorShape
+    this.#size = members.length
+    this.#onRequest = stepsOf(members, 'onRequest')
+    this.#onAccess = stepsOf(members, 'onAccess')
+    const terminal = stepsOf<(ctx: RequestContext) => Promise<Reply | GatewayError>>(members, 'onForward')
+    if (terminal.length !== 1) throw new Error(`route group "${group}" needs exactly one terminal plugin`)
+    this.#terminal = terminal[0] as Step<(ctx: RequestContext) => Promise<Reply | GatewayError>>
+    this.#onResponse = stepsOf<ResponseHook>(members, 'onResponse').reverse()
+    this.#onChunk = stepsOf<ChunkHook>(members, 'onChunk').reverse()
+    this.#onLog = stepsOf<LogHook>(members, 'onLog')
+    this.#logger = logger
+    this.#fullTransform = this.#transformFor(this.#size)
+  }
+
+  /** Runs one request through every phase. Never rejects. */
+  async handle(ctx: RequestContext, exchange: ClientExchange): Promise<void> {
+    let reply: Reply
+    let reached = this.#size
+    let phase = 'onRequest'
+    let current = ''
+    try {
+      let result: HookResult = undefined
+      for (const step of this.#onRequest) {
+        current = step.name
+        const value = step.fn(ctx)
+        result = isPromise(value) ? await value : value
+        if (result !== undefined) {
+          reached = step.rank + 1
+          break
+        }
+      }
+      if (result === undefined && ctx.route.body !== 'none') {
+        phase = 'body'
+        current = ''
+        result = await this.#readBody(ctx, exchange)
+      }
+      if (result === undefined) {
+        phase = 'onAccess'
+        for (const step of this.#onAccess) {
+          current = step.name
+          const value = step.fn(ctx)
+          result = isPromise(value) ? await value : value
+          if (result !== undefined) {
+            reached = step.rank + 1
+            break
+          }
+        }
+      }
+      if (result === undefined) {
+        phase = 'onForward'
+        current = this.#terminal.name
+        result = await this.#terminal.fn(ctx)
+      }
+      reply = result instanceof GatewayError ? this.errorReply(ctx, result) : (result as Reply)
+      phase = 'onResponse'
+      for (const step of this.#onResponse) {
+        if (step.rank >= reached) continue
+        current = step.name
+        const replacement = step.fn(ctx, reply)
+        if (replacement !== undefined) {
+          discard(reply)
+          reply = this.errorReply(ctx, replacement)
+          break
+        }
+      }
+    } catch (error) {
+      this.#logger.error({ err: error, plugin: current, phase, group: this.group, requestId: ctx.requestId }, 'plugin hook threw')
+      reply = this.errorReply(ctx, gatewayError(ERRORS.GW_INTERNAL))
+    }
+    try {
+      await exchange.send(ctx, reply, reached === this.#size ? this.#fullTransform : this.#transformFor(reached))
+    } catch (error) {
+      this.#logger.error({ err: error, group: this.group, requestId: ctx.requestId }, 'sending the reply failed')
+    }
+    this.#runOnLog(ctx)
+  }
+
+  /** Turns an error into a reply in this group's shape and records it in `ctx.error`. */
+  errorReply(ctx: RequestContext, error: GatewayError): Reply {
+    ctx.error = error
+    return errorReplyOf(error, this.errorShape)
+  }
+
+  async #readBody(ctx: RequestContext, exchange: ClientExchange): Promise<GatewayError | undefined> {
+    const body = await exchange.readBody()
+    if (body instanceof GatewayError) return body
+    ctx.rawBody = body
+    if (ctx.route.body !== 'json') return undefined
+    let parsed: unknown
+    try {
+      parsed = JSON.parse(body.toString('utf8'))
+    } catch {
+      return gatewayError(ERRORS.GW_REQ_MALFORMED_JSON, body.length === 0 ? 'The request body is empty: send a JSON object' : undefined)
+    }
+    if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+      return gatewayError(ERRORS.GW_REQ_MALFORMED_JSON, 'The request body must be a JSON object')
+    }
+    ctx.body = parsed as JsonObject
+    return undefined
+  }
+
+  #transformFor(reached: number): EventTransform | null {
+    const steps = this.#onChunk.filter((step) => step.rank < reached)
+    if (steps.length === 0) return null
+    return (ctx, event) => {
+      let current: SseEvent | null = event
+      for (const step of steps) {
+        current = step.fn(ctx, current)
+        if (current === null) return null
+      }
+      return current
+    }
+  }
+
+  #runOnLog(ctx: RequestContext): void {
+    for (const step of this.#onLog) {
+      try {
+        step.fn(ctx)
+      } catch (error) {
+        this.#logger.error({ err: error, plugin: step.name, phase: 'onLog', requestId: ctx.requestId }, 'onLog hook threw')
+      }
+    }
+  }
+}
+
+/** An error as a reply in the given wire shape. */
+export function errorReplyOf(error: GatewayError, shape: ErrorShape): Reply {
+  const headers: Array<readonly [string, string]> = [JSON_CONTENT_TYPE]
+  if (error.headers !== null) headers.push(...error.headers)
+  return { status: error.status, headers, body: shape === 'data' ? toDataPlaneBody(error) : toControlPlaneBody(error) }
+}
+
+/** Releases an upstream stream that will not be sent. */
+function discard(reply: Reply): void {
+  const body = reply.body
+  if (body !== null && typeof body === 'object' && 'readable' in body) body.readable.destroy()
+}

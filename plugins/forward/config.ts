@@ -1,0 +1,20 @@
+import { z } from 'zod'
+
+/** forward plugin settings (`plugins.forward.config`). */
+export const forwardConfigSchema = z
+  .object({
+    /**
+     * Non-streamed upstream bodies up to this size (with a known length) are read whole and sent in
+     * one write; larger or unknown-length bodies are streamed through.
+     */
+    maxBufferedResponseBytes: z.number().int().min(0).default(1024 * 1024),
+    /** Client headers sent upstream on first-class routes (pass-through sends all but gateway and hop-by-hop headers). */
+    forwardedRequestHeaders: z
+      .array(z.string().min(1))
+      .default(['content-type', 'accept', 'openai-organization', 'openai-project', 'openai-beta']),
+    /** Upper bound for `x-gateway-request-timeout`. */
+    maxRequestTimeoutMs: z.number().int().min(1).default(3_600_000),
+  })
+  .strict()
+
+export type ForwardConfig = z.infer<typeof forwardConfigSchema>

@@ -1,0 +1,254 @@
+/**
+ * forward: the terminal plugin of the inference and pass-through groups.
+ * Phases: onForward (priority 100), onLog (fills `ctx.usage` before the log plugin reads it).
+ * Reads `ctx.principal`, `ctx.route`, headers, `ctx.rawBody`/`ctx.body`; writes `ctx.target`,
+ * `ctx.model`, `ctx.streaming`, `ctx.usage`.
+ * I/O: one upstream request through the UpstreamClient (pooled, aborted when the client leaves).
+ * Provider selection: `x-gateway-provider` + `Authorization` (the provider key), optionally
+ * `x-gateway-custom-host` (checked against the SSRF allow-list).
+ * Failure policy: upstream unreachable/reset → 502, gateway timeout → 504, request timeout → 408;
+ * provider errors keep their status (normalised into the OpenAI shape on first-class routes).
+ */
+import type { RequestContext, UpstreamTarget } from '../../core/context.js'
+import { ERRORS, gatewayError, GatewayError } from '../../core/errors.js'
+import type { GatewayPlugin, Reply } from '../../core/plugin.js'
+import type { ProviderRegistry, ProviderSpec, UpstreamClient, UpstreamResponse } from '../../core/ports.js'
+import type { ForwardConfig } from './config.js'
+import { normaliseProviderError } from './provider-error.js'
+import { extractUsage } from './usage.js'
+
+/** Request headers never sent upstream on pass-through (hop-by-hop, framing, the gateway's own). */
+const NOT_FORWARDED = new Set([
+  'host',
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'content-length',
+  'expect',
+])
+
+/** Response headers not copied back (framing is the gateway's own; uWS writes its own Date). */
+const NOT_RETURNED = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length', 'date', 'trailer', 'upgrade'])
+
+const USAGE_ROUTES = new Set(['chat.completions', 'completions', 'embeddings'])
+
+interface ProviderOrigin {
+  readonly origin: string
+  readonly basePath: string
+}
+
+export class ForwardPlugin implements GatewayPlugin {
+  readonly #config: ForwardConfig
+  readonly #registry: ProviderRegistry
+  readonly #upstream: UpstreamClient
+  readonly #forwardedOnFirstClass: readonly string[]
+  /** Base URLs parsed once at boot. */
+  readonly #origins = new Map<string, ProviderOrigin>()
+
+  constructor(config: ForwardConfig, registry: ProviderRegistry, upstream: UpstreamClient) {
+    this.#config = config
+    this.#registry = registry
+    this.#upstream = upstream
+    this.#forwardedOnFirstClass = config.forwardedRequestHeaders.map((name) => name.toLowerCase())
+    for (const spec of registry.list()) {
+      if (spec.baseUrl.length === 0) continue
+      const url = new URL(spec.baseUrl)
+      this.#origins.set(spec.slug, { origin: url.origin, basePath: url.pathname.replace(/\/+$/, '') })
+    }
+  }
+
+  async onForward(ctx: RequestContext): Promise<Reply | GatewayError> {
+    const target = await this.#resolveTarget(ctx)
+    if (target instanceof GatewayError) return target
+    ctx.target = target
+    const body = ctx.body
+    if (body !== null) {
+      if (typeof body.model === 'string') ctx.model = body.model
+      ctx.streaming = body.stream === true
+    }
+    const requestTimeoutMs = this.#requestTimeout(ctx)
+    if (requestTimeoutMs instanceof GatewayError) return requestTimeoutMs
+
+    const route = ctx.route
+    const relative = route.upstreamPath ?? ctx.path.slice(3)
+    let path = target.basePath + relative
+    const query = target.authQuery.length === 0 ? ctx.query : ctx.query.length === 0 ? target.authQuery : `${ctx.query}&${target.authQuery}`
+    if (query.length > 0) path += `?${query}`
+
+    let response: UpstreamResponse
+    try {
+      response = await this.#upstream.send({
+        origin: target.origin,
+        path,
+        method: ctx.method,
+        headers: this.#upstreamHeaders(ctx, target),
+        body: ctx.method === 'GET' ? null : ctx.rawBody,
+        signal: ctx.signal,
+        requestTimeoutMs,
+      })
+    } catch (error) {
+      if (error instanceof GatewayError) return error
+      throw error
+    }
+    return this.#reply(ctx, target, response, requestTimeoutMs)
+  }
+
+  onLog(ctx: RequestContext): void {
+    if (ctx.responseTail === null || ctx.status < 200 || ctx.status >= 300 || !USAGE_ROUTES.has(ctx.route.id)) return
+    ctx.usage = extractUsage(ctx.responseTail)
+  }
+
+  async #resolveTarget(ctx: RequestContext): Promise<UpstreamTarget | GatewayError> {
+    const headers = ctx.headers
+    const slug = headers['x-gateway-provider']
+    if (slug === undefined || slug.length === 0) {
+      if (headers['x-gateway-virtual-key'] !== undefined || headers['x-gateway-config'] !== undefined) {
+        return gatewayError(ERRORS.GW_REQ_PROVIDER_MISSING, 'Virtual keys and configs are not enabled on this gateway: send x-gateway-provider')
+      }
+      return gatewayError(ERRORS.GW_REQ_PROVIDER_MISSING)
+    }
+    const spec = this.#registry.get(slug)
+    if (spec === undefined) return gatewayError(ERRORS.GW_REQ_PROVIDER_UNKNOWN, `Unknown provider "${slug.slice(0, 64)}"`, { param: 'x-gateway-provider' })
+    if (ctx.route.group === 'inference' && spec.unsupportedRoutes?.includes(ctx.route.id)) {
+      return gatewayError(ERRORS.GW_REQ_ROUTE_UNSUPPORTED, `Provider "${slug}" does not support ${ctx.route.pattern}`)
+    }
+
+    let location: ProviderOrigin | undefined
+    const customHost = headers['x-gateway-custom-host']
+    if (customHost !== undefined) {
+      const check = await this.#registry.checkCustomHost(customHost)
+      if (!check.ok) return gatewayError(ERRORS.GW_REQ_CUSTOM_HOST_REFUSED, `The custom host is not allowed: ${check.reason}`, { param: 'x-gateway-custom-host' })
+      location = check
+    } else {
+      location = this.#origins.get(slug)
+      if (location === undefined) {
+        return gatewayError(ERRORS.GW_REQ_INVALID, `Provider "${slug}" has no public endpoint: send x-gateway-custom-host`, { param: 'x-gateway-custom-host' })
+      }
+    }
+
+    // The Authorization header is the provider key, unless it carried the gateway's own key.
+    const authorization = ctx.principal?.credentialHeader === 'authorization' ? undefined : headers.authorization
+    const credential = authorization === undefined ? '' : authorization.startsWith('Bearer ') ? authorization.slice(7).trim() : authorization.trim()
+    return credentialTarget(spec, location, credential)
+  }
+
+  #requestTimeout(ctx: RequestContext): number | null | GatewayError {
+    const raw = ctx.headers['x-gateway-request-timeout']
+    if (raw === undefined) return null
+    const value = Number(raw)
+    if (!Number.isInteger(value) || value <= 0 || value > this.#config.maxRequestTimeoutMs) {
+      return gatewayError(ERRORS.GW_REQ_INVALID, `x-gateway-request-timeout must be a whole number of milliseconds between 1 and ${this.#config.maxRequestTimeoutMs}`, {
+        param: 'x-gateway-request-timeout',
+      })
+    }
+    return value
+  }
+
+  #upstreamHeaders(ctx: RequestContext, target: UpstreamTarget): Record<string, string> {
+    const headers: Record<string, string> = {}
+    const incoming = ctx.headers
+    const gatewayOwnsAuthorization = ctx.principal?.credentialHeader === 'authorization'
+    if (ctx.route.group === 'passthrough') {
+      for (const name in incoming) {
+        if (NOT_FORWARDED.has(name) || name.startsWith('x-gateway-')) continue
+        if (name === 'authorization' && gatewayOwnsAuthorization) continue
+        headers[name] = incoming[name] as string
+      }
+    } else {
+      for (const name of this.#forwardedOnFirstClass) {
+        const value = incoming[name]
+        if (value !== undefined) headers[name] = value
+      }
+    }
+    const extra = incoming['x-gateway-forward-headers']
+    if (extra !== undefined) {
+      for (const raw of extra.split(',')) {
+        const name = raw.trim().toLowerCase()
+        if (name.length === 0 || NOT_FORWARDED.has(name) || name.startsWith('x-gateway-')) continue
+        if (name === 'authorization' && gatewayOwnsAuthorization) continue
+        const value = incoming[name]
+        if (value !== undefined) headers[name] = value
+      }
+    }
+    for (const [name, value] of target.authHeaders) headers[name] = value
+    return headers
+  }
+
+  async #reply(ctx: RequestContext, target: UpstreamTarget, response: UpstreamResponse, requestTimeoutMs: number | null): Promise<Reply | GatewayError> {
+    const headers: Array<readonly [string, string]> = []
+    let contentType = ''
+    let contentLength = -1
+    for (const name in response.headers) {
+      const value = response.headers[name]
+      if (value === undefined) continue
+      if (name === 'content-type') contentType = Array.isArray(value) ? (value[0] ?? '') : value
+      if (name === 'content-length') contentLength = Number(value)
+      if (NOT_RETURNED.has(name)) continue
+      if (Array.isArray(value)) for (const item of value) headers.push([name, item])
+      else headers.push([name, value])
+    }
+    const sse = contentType.startsWith('text/event-stream')
+    const status = response.status
+    const normaliseError = status >= 400 && ctx.route.group === 'inference'
+    const limit = this.#config.maxBufferedResponseBytes
+    if (!sse && (normaliseError ? contentLength <= limit : contentLength >= 0 && contentLength <= limit)) {
+      let bytes: Buffer
+      try {
+        bytes = await readAll(response, limit)
+      } catch (error) {
+        return this.#upstream.toError(error, requestTimeoutMs)
+      }
+      if (!normaliseError) return { status, headers, body: bytes }
+      const body = normaliseProviderError(target.provider, status, bytes)
+      if (body === bytes) return { status, headers, body }
+      return { status, headers: withJsonContentType(headers), body }
+    }
+    return {
+      status,
+      headers,
+      body: { readable: response.body, sse, toError: (error: unknown) => this.#upstream.toError(error, requestTimeoutMs) },
+    }
+  }
+}
+
+function credentialTarget(spec: ProviderSpec, location: ProviderOrigin, credential: string): UpstreamTarget {
+  let authHeaders: Array<readonly [string, string]> = []
+  let authQuery = ''
+  if (credential.length > 0) {
+    if (spec.authStyle === 'bearer') authHeaders = [['authorization', `Bearer ${credential}`]]
+    else if (spec.authStyle === 'header') authHeaders = [[spec.authName ?? 'api-key', credential]]
+    else if (spec.authStyle === 'query') authQuery = `${encodeURIComponent(spec.authName ?? 'key')}=${encodeURIComponent(credential)}`
+  }
+  return { provider: spec.slug, origin: location.origin, basePath: location.basePath, authHeaders, authQuery }
+}
+
+function withJsonContentType(headers: ReadonlyArray<readonly [string, string]>): Array<readonly [string, string]> {
+  const kept: Array<readonly [string, string]> = headers.filter(([name]) => name !== 'content-type' && name !== 'content-encoding')
+  kept.push(['content-type', 'application/json'])
+  return kept
+}
+
+/** Reads a whole upstream body (at most `limit` bytes; the caller checked the declared length). */
+function readAll(response: UpstreamResponse, limit: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = []
+    let size = 0
+    const body = response.body
+    body.on('data', (chunk: Buffer) => {
+      size += chunk.length
+      if (size > limit) {
+        body.destroy()
+        reject(new Error(`upstream body larger than ${limit} bytes`))
+        return
+      }
+      chunks.push(chunk)
+    })
+    body.on('end', () => resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size)))
+    body.on('error', reject)
+  })
+}

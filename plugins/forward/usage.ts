@@ -1,0 +1,61 @@
+/**
+ * Finds the token usage in the end of a response body (an OpenAI JSON reply or SSE stream, whose
+ * last `"usage"` object is the one that counts) without parsing the whole body.
+ */
+import type { Usage } from '../../core/context.js'
+
+/** Returns the usage in `tail`, or `null` when there is none (or it is cut off). */
+export function extractUsage(tail: Buffer): Usage | null {
+  const text = tail.toString('utf8')
+  let at = text.lastIndexOf('"usage"')
+  while (at >= 0) {
+    const object = objectAfter(text, at + 7)
+    if (object !== null) return usageOf(object)
+    at = text.lastIndexOf('"usage"', at - 1)
+  }
+  return null
+}
+
+/** The JSON object that follows `"usage"` and a colon, or `null`. */
+function objectAfter(text: string, from: number): Record<string, unknown> | null {
+  let i = from
+  while (i < text.length && (text[i] === ' ' || text[i] === ':' || text[i] === '\n' || text[i] === '\t')) i++
+  if (text[i] !== '{') return null
+  const start = i
+  let depth = 0
+  let inString = false
+  for (; i < text.length; i++) {
+    const c = text[i]
+    if (inString) {
+      if (c === '\\') i++
+      else if (c === '"') inString = false
+    } else if (c === '"') inString = true
+    else if (c === '{') depth++
+    else if (c === '}' && --depth === 0) {
+      try {
+        const parsed: unknown = JSON.parse(text.slice(start, i + 1))
+        return parsed !== null && typeof parsed === 'object' ? (parsed as Record<string, unknown>) : null
+      } catch {
+        return null
+      }
+    }
+  }
+  return null
+}
+
+function count(value: unknown): number {
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : 0
+}
+
+function usageOf(raw: Record<string, unknown>): Usage | null {
+  const details = raw.prompt_tokens_details
+  const promptTokens = count(raw.prompt_tokens ?? raw.input_tokens)
+  const completionTokens = count(raw.completion_tokens ?? raw.output_tokens)
+  if (promptTokens === 0 && completionTokens === 0 && raw.total_tokens === undefined) return null
+  return {
+    promptTokens,
+    completionTokens,
+    totalTokens: count(raw.total_tokens) || promptTokens + completionTokens,
+    cachedTokens: details !== null && typeof details === 'object' ? count((details as Record<string, unknown>).cached_tokens) : 0,
+  }
+}

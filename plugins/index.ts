@@ -1,0 +1,18 @@
+/**
+ * The plugin catalogue: every plugin the gateway can load, in no particular order (the config
+ * decides which are enabled and core/registry.ts orders them by priority).
+ */
+import type { PluginDefinition } from '../core/plugin.js'
+import { adminApi } from './admin-api/index.js'
+import { auth } from './auth/index.js'
+import { forward } from './forward/index.js'
+import { log } from './log/index.js'
+import { scopeCheck } from './scope-check/index.js'
+
+export const PLUGIN_CATALOGUE: readonly PluginDefinition[] = [
+  auth,
+  scopeCheck,
+  forward,
+  log,
+  adminApi,
+] as readonly PluginDefinition[]

@@ -1,0 +1,14 @@
+import { definePlugin } from '../../core/plugin.js'
+import { LogSink } from '../../core/ports.js'
+import { logConfigSchema, type LogConfig } from './config.js'
+import { LogPlugin } from './plugin.js'
+
+export const log = definePlugin<LogConfig>({
+  name: 'log',
+  priority: 10,
+  groups: ['inference', 'passthrough'],
+  phases: ['onLog'],
+  configSchema: logConfigSchema,
+  inject: [LogSink],
+  create: (config, deps) => new LogPlugin(config, deps[0] as LogSink),
+})

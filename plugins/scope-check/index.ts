@@ -1,0 +1,14 @@
+import { definePlugin } from '../../core/plugin.js'
+import { scopeCheckConfigSchema, type ScopeCheckConfig } from './config.js'
+import { ScopeCheckPlugin } from './plugin.js'
+
+export const scopeCheck = definePlugin<ScopeCheckConfig>({
+  name: 'scope-check',
+  priority: 900,
+  groups: ['inference', 'passthrough', 'admin'],
+  phases: ['onRequest'],
+  requires: ['auth'],
+  configSchema: scopeCheckConfigSchema,
+  inject: [],
+  create: () => new ScopeCheckPlugin(),
+})
