@@ -120,6 +120,9 @@ export async function startGateway(options: StartOptions = {}): Promise<GatewayH
     throw error
   }
   logger.info({ port, plugins: wiring.plugins.map((member) => member.name) }, 'gateway listening')
+  if (wiring.resolution.inactiveGroups.length > 0) {
+    logger.warn({ groups: wiring.resolution.inactiveGroups }, 'route groups switched off (their terminal plugin is disabled): their routes answer 404')
+  }
 
   let stopping: Promise<void> | null = null
   const httpServer = server

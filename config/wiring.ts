@@ -90,7 +90,7 @@ export function wire(loaded: LoadedConfig): Wiring {
     useFactory: serviceFactory('log-sink', (c) => new DuckDbLogSink(c.resolve<DuckDbDatabase>(DATABASE), { ...config.logSink, logger })),
   })
   container.register(ChangeNotifier, {
-    useFactory: serviceFactory('change-notifier', () => new InProcessChangeNotifier()),
+    useFactory: serviceFactory('change-notifier', () => new InProcessChangeNotifier({ logger })),
   })
   container.register(ProviderRegistry, {
     useFactory: instanceCachingFactory(() => new TableProviderRegistry({ allowedCustomHosts: environment.allowedCustomHosts })),

@@ -11,7 +11,8 @@ export function extractUsage(tail: Buffer): Usage | null {
   while (at >= 0) {
     const object = objectAfter(text, at + 7)
     if (object !== null) return usageOf(object)
-    at = text.lastIndexOf('"usage"', at - 1)
+    // lastIndexOf clamps a negative start to 0, which would find the same match again.
+    at = at === 0 ? -1 : text.lastIndexOf('"usage"', at - 1)
   }
   return null
 }

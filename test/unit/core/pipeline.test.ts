@@ -1,0 +1,246 @@
+import { describe, expect, it } from 'vitest'
+import { RequestContext, type SseEvent } from '../../../core/context.js'
+import { ERRORS, GatewayError, gatewayError } from '../../../core/errors.js'
+import { Pipeline, type ClientExchange, type EventTransform } from '../../../core/pipeline.js'
+import { jsonReply, type GatewayPlugin, type Reply } from '../../../core/plugin.js'
+import type { Logger } from '../../../core/ports.js'
+import { INFERENCE_ROUTES, type RouteSpec } from '../../../core/routes.js'
+
+const chatRoute = INFERENCE_ROUTES.find((route) => route.id === 'chat.completions') as RouteSpec
+const modelsRoute = INFERENCE_ROUTES.find((route) => route.id === 'models.list') as RouteSpec
+
+function makeCtx(route: RouteSpec = chatRoute): RequestContext {
+  return new RequestContext({
+    requestId: 'req-1',
+    traceId: 'trace-1',
+    receivedAt: Date.now(),
+    startedAt: 0,
+    method: route.method,
+    path: route.pattern,
+    query: '',
+    headers: {},
+    clientIp: '127.0.0.1',
+    route,
+    params: {},
+    signal: new AbortController().signal,
+  })
+}
+
+/** Records what the pipeline sends; replays stream bodies through the transform. */
+class FakeExchange implements ClientExchange {
+  sent: Reply | null = null
+  transform: EventTransform | null = null
+  readonly body: Buffer | GatewayError
+  constructor(body: Buffer | GatewayError = Buffer.from('{"model":"m"}')) {
+    this.body = body
+  }
+  async readBody(): Promise<Buffer | GatewayError> {
+    return this.body
+  }
+  async send(ctx: RequestContext, reply: Reply, transform: EventTransform | null): Promise<void> {
+    this.sent = reply
+    this.transform = transform
+    ctx.status = reply.status
+    ctx.outcome = ctx.error === null ? 'completed' : 'errored'
+  }
+}
+
+const silent: Logger & { errors: unknown[] } = {
+  errors: [],
+  debug() {},
+  info() {},
+  warn() {},
+  error(fields: object) {
+    silent.errors.push(fields)
+  },
+}
+
+function recorder(name: string, calls: string[], overrides: Partial<GatewayPlugin> = {}): GatewayPlugin {
+  return {
+    onRequest: () => {
+      calls.push(`${name}.onRequest`)
+      return undefined
+    },
+    onAccess: () => {
+      calls.push(`${name}.onAccess`)
+      return undefined
+    },
+    onResponse: () => {
+      calls.push(`${name}.onResponse`)
+      return undefined
+    },
+    onLog: () => {
+      calls.push(`${name}.onLog`)
+    },
+    ...overrides,
+  }
+}
+
+function terminal(calls: string[], reply: Reply | GatewayError = jsonReply(200, { ok: true })): GatewayPlugin {
+  return {
+    onForward: async () => {
+      calls.push('terminal.onForward')
+      return reply
+    },
+    onLog: () => {
+      calls.push('terminal.onLog')
+    },
+  }
+}
+
+describe('Pipeline', () => {
+  it('runs request phases by priority, the terminal, onResponse in reverse, then onLog in priority order', async () => {
+    const calls: string[] = []
+    const pipeline = new Pipeline('inference', 'data', [
+      { name: 'a', plugin: recorder('a', calls) },
+      { name: 'b', plugin: recorder('b', calls) },
+      { name: 't', plugin: terminal(calls) },
+    ], silent)
+    const exchange = new FakeExchange()
+    const ctx = makeCtx()
+    await pipeline.handle(ctx, exchange)
+    expect(calls).toEqual([
+      'a.onRequest', 'b.onRequest', 'a.onAccess', 'b.onAccess', 'terminal.onForward',
+      'b.onResponse', 'a.onResponse', 'a.onLog', 'b.onLog', 'terminal.onLog',
+    ])
+    expect(ctx.body).toEqual({ model: 'm' })
+    expect(exchange.sent?.status).toBe(200)
+  })
+
+  it('stops at a returned error: later hooks and the terminal do not run, onResponse only for plugins that ran, onLog for all', async () => {
+    const calls: string[] = []
+    const pipeline = new Pipeline('inference', 'data', [
+      { name: 'a', plugin: recorder('a', calls) },
+      { name: 'b', plugin: recorder('b', calls, { onRequest: () => { calls.push('b.onRequest'); return gatewayError(ERRORS.GW_AUTH_KEY_INVALID) } }) },
+      { name: 'c', plugin: recorder('c', calls) },
+      { name: 't', plugin: terminal(calls) },
+    ], silent)
+    const exchange = new FakeExchange()
+    const ctx = makeCtx()
+    await pipeline.handle(ctx, exchange)
+    expect(calls).toEqual(['a.onRequest', 'b.onRequest', 'b.onResponse', 'a.onResponse', 'a.onLog', 'b.onLog', 'c.onLog', 'terminal.onLog'])
+    expect(exchange.sent?.status).toBe(401)
+    expect(JSON.parse(String(exchange.sent?.body))).toEqual({
+      error: { message: 'Invalid API key', type: 'authentication_error', param: null, code: 'GW_AUTH_KEY_INVALID' },
+    })
+    expect(ctx.error?.code).toBe('GW_AUTH_KEY_INVALID')
+    expect(ctx.rawBody).toBeNull()
+  })
+
+  it('sends a ready reply returned by a hook (short circuit) without calling the terminal', async () => {
+    const calls: string[] = []
+    const pipeline = new Pipeline('inference', 'data', [
+      { name: 'cache', plugin: { onAccess: async () => jsonReply(200, { cached: true }) } },
+      { name: 't', plugin: terminal(calls) },
+    ], silent)
+    const exchange = new FakeExchange()
+    await pipeline.handle(makeCtx(), exchange)
+    expect(calls).toEqual(['terminal.onLog'])
+    expect(exchange.sent?.body).toBe('{"cached":true}')
+  })
+
+  it('lets onResponse replace the reply with an error', async () => {
+    const calls: string[] = []
+    const pipeline = new Pipeline('inference', 'data', [
+      { name: 'guard', plugin: { onResponse: () => gatewayError(ERRORS.GW_SCOPE_MISSING) } },
+      { name: 't', plugin: terminal(calls) },
+    ], silent)
+    const exchange = new FakeExchange()
+    await pipeline.handle(makeCtx(), exchange)
+    expect(exchange.sent?.status).toBe(403)
+  })
+
+  it('turns a thrown hook into a generic 500 and logs the plugin and phase', async () => {
+    const calls: string[] = []
+    silent.errors.length = 0
+    const pipeline = new Pipeline('admin', 'control', [
+      { name: 'buggy', plugin: { onAccess: () => { throw new Error('secret detail') } } },
+      { name: 't', plugin: terminal(calls) },
+    ], silent)
+    const exchange = new FakeExchange()
+    await pipeline.handle(makeCtx(), exchange)
+    expect(exchange.sent?.status).toBe(500)
+    expect(JSON.parse(String(exchange.sent?.body))).toEqual({ success: false, data: { message: 'Internal gateway error', errorCode: 'AB04' } })
+    expect(String(exchange.sent?.body)).not.toContain('secret detail')
+    expect(silent.errors[0]).toMatchObject({ plugin: 'buggy', phase: 'onAccess' })
+    expect(calls).toEqual(['terminal.onLog'])
+  })
+
+  it('answers malformed JSON with 400 before onAccess hooks run', async () => {
+    const calls: string[] = []
+    const pipeline = new Pipeline('inference', 'data', [
+      { name: 'a', plugin: recorder('a', calls) },
+      { name: 't', plugin: terminal(calls) },
+    ], silent)
+    for (const body of ['{not json', '[1,2]', '"text"', '']) {
+      const exchange = new FakeExchange(Buffer.from(body))
+      await pipeline.handle(makeCtx(), exchange)
+      expect(exchange.sent?.status).toBe(400)
+      expect(String(exchange.sent?.body)).toContain('GW_REQ_MALFORMED_JSON')
+    }
+    expect(calls.filter((call) => call === 'a.onAccess')).toEqual([])
+  })
+
+  it('does not read a body on routes without one', async () => {
+    const calls: string[] = []
+    const pipeline = new Pipeline('inference', 'data', [{ name: 't', plugin: terminal(calls) }], silent)
+    const exchange = new FakeExchange(gatewayError(ERRORS.GW_REQ_BODY_TOO_LARGE))
+    const ctx = makeCtx(modelsRoute)
+    await pipeline.handle(ctx, exchange)
+    expect(exchange.sent?.status).toBe(200)
+    expect(ctx.rawBody).toBeNull()
+  })
+
+  it('passes the body-limit error through as 413', async () => {
+    const pipeline = new Pipeline('inference', 'data', [{ name: 't', plugin: terminal([]) }], silent)
+    const exchange = new FakeExchange(gatewayError(ERRORS.GW_REQ_BODY_TOO_LARGE))
+    await pipeline.handle(makeCtx(), exchange)
+    expect(exchange.sent?.status).toBe(413)
+  })
+
+  it('compiles onChunk hooks in reverse priority into one transform, and none when no plugin has them', async () => {
+    const order: string[] = []
+    const upper = { onChunk: (_ctx: RequestContext, event: SseEvent) => { order.push('upper'); return { data: event.data.toUpperCase() } } }
+    const dropper = { onChunk: (_ctx: RequestContext, event: SseEvent) => { order.push('dropper'); return event.data === 'drop' ? null : event } }
+    const pipeline = new Pipeline('inference', 'data', [
+      { name: 'upper', plugin: upper },
+      { name: 'dropper', plugin: dropper },
+      { name: 't', plugin: terminal([]) },
+    ], silent)
+    const exchange = new FakeExchange()
+    const ctx = makeCtx()
+    await pipeline.handle(ctx, exchange)
+    expect(exchange.transform?.(ctx, { data: 'hello' })).toEqual({ data: 'HELLO' })
+    expect(order).toEqual(['dropper', 'upper'])
+    expect(exchange.transform?.(ctx, { data: 'drop' })).toBeNull()
+
+    const plain = new Pipeline('inference', 'data', [{ name: 't', plugin: terminal([]) }], silent)
+    const second = new FakeExchange()
+    await plain.handle(makeCtx(), second)
+    expect(second.transform).toBeNull()
+  })
+
+  it('keeps running onLog hooks when one throws', async () => {
+    const calls: string[] = []
+    const pipeline = new Pipeline('inference', 'data', [
+      { name: 'bad', plugin: { onLog: () => { throw new Error('boom') } } },
+      { name: 't', plugin: terminal(calls) },
+    ], silent)
+    await pipeline.handle(makeCtx(), new FakeExchange())
+    expect(calls).toContain('terminal.onLog')
+  })
+
+  it('refuses to compile a group without exactly one terminal', () => {
+    expect(() => new Pipeline('inference', 'data', [{ name: 'a', plugin: {} }], silent)).toThrow(/exactly one terminal/)
+  })
+
+  it('maps the terminal returning an error into the group shape', async () => {
+    const pipeline = new Pipeline('admin', 'control', [{ name: 't', plugin: terminal([], gatewayError(ERRORS.GW_ADMIN_NOT_FOUND)) }], silent)
+    const exchange = new FakeExchange()
+    await pipeline.handle(makeCtx(), exchange)
+    expect(exchange.sent?.status).toBe(404)
+    expect(JSON.parse(String(exchange.sent?.body))).toEqual({ success: false, data: { message: 'Resource not found', errorCode: 'AB08' } })
+    expect(exchange.sent?.status).toBe(ERRORS.GW_ADMIN_NOT_FOUND.status)
+    expect(new GatewayError(ERRORS.GW_ADMIN_NOT_FOUND)).toBeInstanceOf(Error)
+  })
+})
