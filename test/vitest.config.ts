@@ -7,5 +7,7 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 120_000,
     pool: 'forks',
+    // One throwaway Redis and ClickHouse per run; tests read their URLs with inject() (see the file).
+    globalSetup: ['test/global-setup.ts'],
   },
 })
