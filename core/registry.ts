@@ -33,15 +33,18 @@ export interface EnabledPlugin {
 /** The result of resolution: enabled plugins (priority, high first) and the groups that serve requests. */
 export interface PluginResolution {
   readonly enabled: readonly EnabledPlugin[]
-  /** Route groups with at least one enabled plugin (each then has exactly one terminal). */
+  /** Route groups whose one terminal plugin is enabled: they serve requests. */
   readonly activeGroups: ReadonlySet<RouteGroup>
+  /** Route groups with no terminal enabled: switched off, their routes answer 404 (boot logs them). */
+  readonly inactiveGroups: readonly RouteGroup[]
 }
 
 /**
  * Validates `settings` against `catalogue`:
  * unknown plugin names, catalogue plugins missing from the config, invalid plugin config,
- * duplicate effective priorities, unmet `requires`, and per route group either no enabled plugin
- * (the group is switched off and its routes answer 404) or exactly one terminal (`onForward`) plugin.
+ * duplicate effective priorities, unmet `requires`, and more than one terminal (`onForward`) plugin
+ * in a route group. A group whose terminal is disabled is switched off (its routes answer 404), so
+ * an operator can turn off e.g. the Admin API by disabling `admin-api` alone.
  */
 export function resolvePlugins(
   catalogue: readonly PluginDefinition[],
@@ -97,18 +100,15 @@ export function resolvePlugins(
   }
 
   const activeGroups = new Set<RouteGroup>()
+  const inactiveGroups: RouteGroup[] = []
   for (const group of ROUTE_GROUPS) {
-    const members = enabled.filter((plugin) => plugin.definition.groups.includes(group))
-    if (members.length === 0) continue
-    const terminals = members.filter((plugin) => plugin.definition.phases.includes('onForward'))
-    if (terminals.length !== 1) {
-      const names = terminals.map((plugin) => plugin.definition.name).join(', ') || 'none'
-      throw new ConfigError(
-        'plugins',
-        `route group "${group}" needs exactly one enabled terminal (onForward) plugin, found ${terminals.length} (${names}); enable one or disable every plugin of the group`,
-      )
+    const terminals = enabled.filter((plugin) => plugin.definition.groups.includes(group) && plugin.definition.phases.includes('onForward'))
+    if (terminals.length > 1) {
+      const names = terminals.map((plugin) => plugin.definition.name).join(', ')
+      throw new ConfigError('plugins', `route group "${group}" needs exactly one enabled terminal (onForward) plugin, found ${terminals.length} (${names})`)
     }
-    activeGroups.add(group)
+    if (terminals.length === 1) activeGroups.add(group)
+    else inactiveGroups.push(group)
   }
-  return { enabled, activeGroups }
+  return { enabled, activeGroups, inactiveGroups }
 }
