@@ -103,7 +103,9 @@ export class UwsExchange implements ClientExchange {
     if (body === null || typeof body === 'string' || body instanceof Uint8Array) {
       this.#res.cork(() => {
         this.#writeHead(ctx, reply)
-        this.#res.end(body ?? undefined, this.#closeConnection)
+        // 204 and 304 carry neither a body nor a Content-Length (RFC 9110 §8.6); uWS end() adds one.
+        if (body === null && (reply.status === 204 || reply.status === 304)) this.#res.endWithoutBody()
+        else this.#res.end(body ?? undefined, this.#closeConnection)
       })
       this.#ended = true
       ctx.firstByteAt = performance.now()

@@ -105,7 +105,9 @@ export class HttpServer {
     const query = req.getQuery() ?? ''
     const headers: Record<string, string> = {}
     req.forEach((name, value) => {
-      headers[name] = value
+      const previous = headers[name]
+      // A header sent on several lines keeps every value, in order (RFC 9110 §5.3).
+      headers[name] = previous === undefined ? value : `${previous}${name === 'cookie' ? '; ' : ', '}${value}`
     })
     const requestId = randomUUID()
     const clientTrace = headers['x-gateway-trace-id']
@@ -124,11 +126,11 @@ export class HttpServer {
 
     const lookup = this.#options.routes.lookup(method, path, selectsProvider(headers))
     if (lookup.kind === 'not-found') {
-      this.#sendError(res, gatewayError(ERRORS.GW_REQ_ROUTE_NOT_FOUND, `No route for ${method} ${path}`), traceId, false)
+      this.#sendError(res, gatewayError(ERRORS.GW_REQ_ROUTE_NOT_FOUND, `No route for ${method} ${path}`), traceId, false, method === 'HEAD')
       return
     }
     if (lookup.kind === 'method-not-allowed') {
-      this.#sendError(res, gatewayError(ERRORS.GW_REQ_METHOD_NOT_ALLOWED, `${method} is not allowed on ${path}`), traceId, false)
+      this.#sendError(res, gatewayError(ERRORS.GW_REQ_METHOD_NOT_ALLOWED, `${method} is not allowed on ${path}`), traceId, false, method === 'HEAD')
       return
     }
     if (lookup.kind === 'core') {
@@ -172,11 +174,13 @@ export class HttpServer {
     })
   }
 
-  #sendError(res: uWS.HttpResponse, error: GatewayError, traceId: string, close: boolean): void {
+  #sendError(res: uWS.HttpResponse, error: GatewayError, traceId: string, close: boolean, head = false): void {
     res.writeStatus(statusLine(error.status))
     res.writeHeader('content-type', 'application/json')
     res.writeHeader('x-gateway-trace-id', traceId)
-    res.end(toDataPlaneBody(error), close)
+    // A HEAD reply has no body: bytes after the headers would be read as the next response.
+    if (head) res.endWithoutBody(0, close)
+    else res.end(toDataPlaneBody(error), close)
   }
 
   #serveCore(res: uWS.HttpResponse, name: 'healthz' | 'readyz' | 'metrics', traceId: string): void {

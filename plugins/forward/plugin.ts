@@ -154,9 +154,11 @@ export class ForwardPlugin implements GatewayPlugin {
     const incoming = ctx.headers
     const gatewayOwnsAuthorization = ctx.principal?.credentialHeader === 'authorization'
     if (ctx.route.group === 'passthrough') {
+      const connectionScoped = connectionHeaderNames(incoming.connection)
       for (const name in incoming) {
         if (NOT_FORWARDED.has(name) || name.startsWith('x-gateway-')) continue
         if (name === 'authorization' && gatewayOwnsAuthorization) continue
+        if (connectionScoped !== null && connectionScoped.has(name)) continue
         headers[name] = incoming[name] as string
       }
     } else {
@@ -188,12 +190,16 @@ export class ForwardPlugin implements GatewayPlugin {
       if (value === undefined) continue
       if (name === 'content-type') contentType = Array.isArray(value) ? (value[0] ?? '') : value
       if (name === 'content-length') contentLength = Number(value)
-      if (NOT_RETURNED.has(name)) continue
+      if (NOT_RETURNED.has(name) || name.startsWith('x-gateway-')) continue
       if (Array.isArray(value)) for (const item of value) headers.push([name, item])
       else headers.push([name, value])
     }
     const sse = contentType.startsWith('text/event-stream')
     const status = response.status
+    if (status === 204 || status === 304) {
+      response.body.resume()
+      return { status, headers, body: null }
+    }
     const normaliseError = status >= 400 && ctx.route.group === 'inference'
     const limit = this.#config.maxBufferedResponseBytes
     if (!sse && (normaliseError ? contentLength <= limit : contentLength >= 0 && contentLength <= limit)) {
@@ -214,6 +220,17 @@ export class ForwardPlugin implements GatewayPlugin {
       body: { readable: response.body, sse, toError: (error: unknown) => this.#upstream.toError(error, requestTimeoutMs) },
     }
   }
+}
+
+/** Header names listed in `Connection` apply to one hop only and are not forwarded (RFC 9110 §7.6.1). */
+function connectionHeaderNames(connection: string | undefined): Set<string> | null {
+  if (connection === undefined) return null
+  const names = new Set<string>()
+  for (const token of connection.split(',')) {
+    const name = token.trim().toLowerCase()
+    if (name.length > 0 && name !== 'keep-alive' && name !== 'close') names.add(name)
+  }
+  return names.size === 0 ? null : names
 }
 
 function credentialTarget(spec: ProviderSpec, location: ProviderOrigin, credential: string): UpstreamTarget {
