@@ -144,7 +144,12 @@ function matchSegments(pattern: readonly string[], actual: readonly string[]): R
     if (expected.startsWith(':')) {
       if (value.length === 0) return null
       params ??= {}
-      params[expected.slice(1)] = decodeURIComponent(value)
+      try {
+        params[expected.slice(1)] = decodeURIComponent(value)
+      } catch {
+        // A malformed %-escape names no resource: no match (it must never throw in the handler).
+        return null
+      }
     } else if (expected !== value) {
       return null
     }

@@ -51,7 +51,19 @@ export class HttpServer {
   constructor(options: HttpServerOptions) {
     this.#options = options
     this.#app = uWS.App()
-    this.#app.any('/*', (res, req) => this.#handle(res, req))
+    this.#app.any('/*', (res, req) => {
+      try {
+        this.#handle(res, req)
+      } catch (error) {
+        // An exception escaping a uWS handler aborts the process: answer 500 instead.
+        this.#options.logger.error({ err: error }, 'request handler threw')
+        try {
+          this.#sendError(res, gatewayError(ERRORS.GW_INTERNAL), 'unknown', true)
+        } catch {
+          // The response was already used; nothing more can be sent.
+        }
+      }
+    })
   }
 
   /** Starts listening; resolves with the bound port (useful with port 0). */

@@ -9,6 +9,7 @@
 import type { RequestContext } from '../../core/context.js'
 import { ERRORS, gatewayError, type GatewayError } from '../../core/errors.js'
 import type { GatewayPlugin } from '../../core/plugin.js'
+import { selectsProvider } from '../../core/routes.js'
 
 const ADMIN_KEY_ON_DATA_PLANE = gatewayError(ERRORS.GW_SCOPE_ADMIN_KEY_ON_DATA_PLANE)
 const ADMIN_KEY_REQUIRED = gatewayError(ERRORS.GW_SCOPE_ADMIN_KEY_REQUIRED)
@@ -18,6 +19,9 @@ export class ScopeCheckPlugin implements GatewayPlugin {
     const principal = ctx.principal
     if (principal === null) return gatewayError(ERRORS.GW_AUTH_KEY_MISSING)
     const route = ctx.route
+    // A /v1 path with no provider selection and no admin route: forward answers 400
+    // "missing provider selection" (API.md §2), whoever calls.
+    if (route.group === 'passthrough' && !selectsProvider(ctx.headers)) return undefined
     const isAdminKey = principal.keyType === 'organisation-service'
     if (route.group !== 'admin' && isAdminKey) return ADMIN_KEY_ON_DATA_PLANE
     if (route.adminKeyOnly && !isAdminKey) return ADMIN_KEY_REQUIRED

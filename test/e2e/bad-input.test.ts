@@ -265,6 +265,25 @@ describe('gateway routing errors', () => {
     expect(mock.requests).toHaveLength(0)
     await expectServing()
   })
+
+  it('answers 400 GW_REQ_PROVIDER_MISSING to an Admin API key on a /v1 path that names no admin route', async () => {
+    const response = await fetch(`${gw.url}/v1/api-keys/organisation/user`, {
+      method: 'POST',
+      headers: { 'x-gateway-api-key': gw.adminKey, 'content-type': 'application/json' },
+      body: '{"name":"x"}',
+    })
+    await expectError(response, 400, 'GW_REQ_PROVIDER_MISSING')
+  })
+
+  it('survives malformed percent-escapes in admin path parameters (no key needed to send them)', async () => {
+    for (const path of ['/v1/admin/workspaces/%E0%A4%A', '/v1/admin/workspaces/%']) {
+      const response = await fetch(`${gw.url}${path}`)
+      expect(response.status).toBeGreaterThanOrEqual(400)
+      expect(response.status).toBeLessThan(500)
+      expect(((await response.json()) as { error: { code: string } }).error.code).toMatch(/^GW_/)
+    }
+    await expectServing()
+  })
 })
 
 describe('gateway authentication and scopes on the data plane', () => {
