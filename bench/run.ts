@@ -1,0 +1,614 @@
+import { spawn } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { existsSync, mkdirSync, mkdtempSync, openSync, closeSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { cpus, loadavg, tmpdir, totalmem } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { request } from 'undici'
+import { findWrk, runNodeClosedLoop, runOpenLoop, runWrk, stopLoadDrivers } from './load.js'
+import type { ClosedLoopResult, OpenLoopResult, RequestSpec } from './load.js'
+
+const distBench = fileURLToPath(new URL('.', import.meta.url))
+const root = fileURLToPath(new URL('../../', import.meta.url))
+const resultsDir = join(root, 'bench', 'results')
+const gatewayMain = join(root, 'dist', 'config', 'main.js')
+
+const envNumber = (name: string, fallback: number): number => {
+  const raw = process.env[name]
+  if (raw === undefined || raw.trim() === '') return fallback
+  const n = Number(raw)
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a positive number, got '${raw}'`)
+  return n
+}
+
+const options = {
+  durationS: envNumber('BENCH_DURATION_S', 10),
+  warmupS: envNumber('BENCH_WARMUP_S', 2),
+  connections: envNumber('BENCH_CONNECTIONS', 64),
+  rate: envNumber('BENCH_RATE', 1000),
+  wrkThreads: envNumber('BENCH_WRK_THREADS', 1),
+  nodeFlags: process.env.BENCH_NODE_FLAGS ?? '--max-semi-space-size=64',
+  scenarios: (process.env.BENCH_SCENARIOS ?? '').split(',').map((s) => s.trim()).filter((s) => s !== ''),
+  forceNodeDriver: process.env.BENCH_CLOSED_DRIVER === 'node',
+  modes: (process.env.BENCH_MODES ?? 'json,stream').split(',').map((s) => s.trim()).filter((s) => s !== '')
+}
+
+const nodeFlags = options.nodeFlags.split(' ').filter((f) => f !== '')
+const adminKey = `gw-admin-bench-${randomBytes(12).toString('hex')}`
+// A run whose error rate passes this is reported but flagged: its speed is not a proxy's speed.
+const maxErrorRatio = 0.01
+
+type Mode = 'json' | 'stream'
+type ScenarioName = 'mock' | 'bare' | 'gateway-forward' | 'gateway-full'
+
+type Server = {
+  origin: string
+  pid: number
+  apiKey: string | null
+  stop: () => Promise<void>
+}
+
+type ModeResult = {
+  scenario: ScenarioName
+  mode: Mode
+  skipped: string | null
+  closed: ClosedLoopResult | null
+  open: OpenLoopResult | null
+  serverPeakRssMb: number | null
+  serverCpuUsPerRequest: number | null
+  upstreamPeakRssMb: number | null
+  upstreamCpuUsPerRequest: number | null
+  otherCpuPercent: number | null
+  valid: boolean
+}
+
+type Comparison = {
+  scenario: ScenarioName
+  mode: Mode
+  rpsRatio: number
+  p99DeltaMs: number
+  ttfbP50DeltaMs: number | null
+  ttfbP99DeltaMs: number | null
+  peakRssMb: number | null
+  targets: { rps: boolean, p99: boolean, ttfb: boolean | null, rss: boolean | null }
+}
+
+const children = new Set<ChildProcess>()
+const tempDirs = new Set<string>()
+
+const killAll = (signal: NodeJS.Signals): void => {
+  stopLoadDrivers()
+  for (const child of children) {
+    if (child.exitCode === null && child.signalCode === null) child.kill(signal)
+  }
+  for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true })
+  tempDirs.clear()
+}
+
+process.on('exit', () => killAll('SIGKILL'))
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    process.stderr.write(`\nbench: ${signal}, stopping servers\n`)
+    killAll('SIGKILL')
+    process.exit(130)
+  })
+}
+
+const log = (msg: string): void => { process.stderr.write(`${msg}\n`) }
+
+const tail = (text: string, lines = 20): string => text.trim().split('\n').slice(-lines).join('\n')
+
+const freePort = (): Promise<number> => new Promise((resolve, reject) => {
+  const srv = createServer()
+  srv.once('error', reject)
+  srv.listen(0, '127.0.0.1', () => {
+    const addr = srv.address()
+    const port = typeof addr === 'object' && addr !== null ? addr.port : 0
+    srv.close(() => resolve(port))
+  })
+})
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
+
+const stopChild = async (child: ChildProcess): Promise<void> => {
+  if (child.exitCode !== null || child.signalCode !== null) {
+    children.delete(child)
+    return
+  }
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+  child.kill('SIGTERM')
+  const timer = setTimeout(() => child.kill('SIGKILL'), 3000)
+  await exited
+  clearTimeout(timer)
+  children.delete(child)
+}
+
+// Our own servers announce their port on stdout; the output is kept small so a pipe is fine.
+const spawnWithReadyLine = (script: string, env: Record<string, string>, timeoutMs = 10_000): Promise<{ child: ChildProcess, port: number }> =>
+  new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [...nodeFlags, script], {
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe']
+    })
+    children.add(child)
+    let out = ''
+    let err = ''
+    let settled = false
+    const settle = (e: Error | null, port = 0): void => {
+      if (settled) return
+      settled = true
+      clearTimeout(timer)
+      if (e !== null) {
+        void stopChild(child)
+        reject(e)
+      } else {
+        resolve({ child, port })
+      }
+    }
+    const timer = setTimeout(() => settle(new Error(`no READY line within ${timeoutMs} ms; stderr: ${tail(err)}`)), timeoutMs)
+    child.stdout!.setEncoding('utf8').on('data', (d: string) => {
+      if (settled) return
+      out += d
+      const m = /^READY (\d+)$/m.exec(out)
+      if (m !== null) settle(null, Number(m[1]))
+    })
+    child.stderr!.setEncoding('utf8').on('data', (d: string) => { err = (err + d).slice(-20_000) })
+    child.once('error', (e) => settle(e))
+    child.once('exit', (code, signal) => settle(new Error(`exited (${code ?? signal}) before READY; stderr: ${tail(err)}`)))
+  })
+
+const waitForHttp = async (url: string, child: ChildProcess, timeoutMs: number): Promise<void> => {
+  const deadline = Date.now() + timeoutMs
+  let last = ''
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`exited (${child.exitCode ?? child.signalCode}) before ready`)
+    try {
+      const res = await request(url, { headersTimeout: 1000, bodyTimeout: 1000 })
+      await res.body.dump()
+      if (res.statusCode === 200) return
+      last = `status ${res.statusCode}`
+    } catch (e) {
+      last = (e as Error).message
+    }
+    await sleep(100)
+  }
+  throw new Error(`not ready within ${timeoutMs} ms (${last})`)
+}
+
+const postJson = async (url: string, headers: Record<string, string>, body: unknown): Promise<Record<string, unknown>> => {
+  const res = await request(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify(body),
+    headersTimeout: 5000,
+    bodyTimeout: 5000
+  })
+  const text = await res.body.text()
+  if (res.statusCode >= 300) throw new Error(`POST ${url} → ${res.statusCode}: ${text.slice(0, 300)}`)
+  return JSON.parse(text) as Record<string, unknown>
+}
+
+// Tolerates both a bare object and a `{ data: {...} }` envelope.
+const field = (obj: Record<string, unknown>, name: string): string | null => {
+  const direct = obj[name]
+  if (typeof direct === 'string') return direct
+  const data = obj.data
+  if (typeof data === 'object' && data !== null) {
+    const nested = (data as Record<string, unknown>)[name]
+    if (typeof nested === 'string') return nested
+  }
+  return null
+}
+
+const startGateway = async (mockOrigin: string, full: boolean): Promise<Server> => {
+  if (!existsSync(gatewayMain)) throw new Error(`${gatewayMain} not found (gateway not built yet)`)
+  const dir = mkdtempSync(join(tmpdir(), 'bench-gateway-'))
+  tempDirs.add(dir)
+  const overlayPath = join(dir, 'overlay.json')
+  const overlay = full
+    ? {}
+    : { plugins: { auth: { enabled: false }, 'scope-check': { enabled: false }, log: { enabled: false }, 'admin-api': { enabled: false } } }
+  writeFileSync(overlayPath, JSON.stringify(overlay))
+  const dataDir = join(dir, 'data')
+  mkdirSync(dataDir)
+  const logPath = join(dir, 'gateway.log')
+  // The gateway may log per request: a file costs the load driver nothing, a pipe would.
+  const logFd = openSync(logPath, 'a')
+  const port = await freePort()
+  const child = spawn(process.execPath, [...nodeFlags, gatewayMain], {
+    cwd: root,
+    env: {
+      ...process.env,
+      PORT: String(port),
+      GATEWAY_DATA_DIR: dataDir,
+      GATEWAY_CONFIG: overlayPath,
+      GATEWAY_BOOTSTRAP_ADMIN_KEY: adminKey,
+      GATEWAY_ALLOWED_CUSTOM_HOSTS: '127.0.0.1'
+    },
+    stdio: ['ignore', logFd, logFd]
+  })
+  closeSync(logFd)
+  children.add(child)
+  const origin = `http://127.0.0.1:${port}`
+  const cleanup = async (): Promise<void> => {
+    await stopChild(child)
+    tempDirs.delete(dir)
+    rmSync(dir, { recursive: true, force: true })
+  }
+  try {
+    await new Promise<void>((resolve, reject) => {
+      child.once('error', reject)
+      child.once('spawn', () => resolve())
+    })
+    await waitForHttp(`${origin}/readyz`, child, 30_000)
+    let apiKey: string | null = null
+    if (full) {
+      const ws = await postJson(`${origin}/v1/admin/workspaces`, { 'x-gateway-api-key': adminKey }, { name: 'bench' })
+      const workspaceId = field(ws, 'id')
+      if (workspaceId === null) throw new Error(`workspace response has no id: ${JSON.stringify(ws).slice(0, 300)}`)
+      const key = await postJson(`${origin}/v1/api-keys/workspace/service`, { 'x-gateway-api-key': adminKey }, {
+        name: 'bench',
+        workspace_id: workspaceId,
+        scopes: ['completions.write']
+      })
+      apiKey = field(key, 'key')
+      if (apiKey === null) throw new Error(`api key response has no key: ${JSON.stringify(key).slice(0, 300)}`)
+    }
+    return { origin, pid: child.pid!, apiKey, stop: cleanup }
+  } catch (e) {
+    let logTail = ''
+    try { logTail = tail(readFileSync(logPath, 'utf8')) } catch { logTail = '' }
+    await cleanup()
+    throw new Error(`${(e as Error).message}${logTail ? `\n--- gateway log tail ---\n${logTail}` : ''}`)
+  }
+}
+
+const requestSpec = (origin: string, mockOrigin: string, mode: Mode, apiKey: string | null): RequestSpec => {
+  // Every scenario gets the same headers so request sizes match; only the full chain needs a key.
+  const headers: Record<string, string> = {
+    'content-type': 'application/json',
+    'x-gateway-provider': 'openai',
+    'x-gateway-custom-host': `${mockOrigin}/v1`,
+    authorization: 'Bearer sk-bench'
+  }
+  if (apiKey !== null) headers['x-gateway-api-key'] = apiKey
+  const body = mode === 'stream'
+    ? '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hello"}],"stream":true}'
+    : '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hello"}]}'
+  return { origin, path: '/v1/chat/completions', headers, body }
+}
+
+const smokeCheck = async (spec: RequestSpec, mode: Mode): Promise<string | null> => {
+  try {
+    const res = await request(`${spec.origin}${spec.path}`, {
+      method: 'POST',
+      headers: spec.headers,
+      body: spec.body,
+      headersTimeout: 5000,
+      bodyTimeout: 5000
+    })
+    const text = await res.body.text()
+    if (res.statusCode !== 200) return `smoke request got ${res.statusCode}: ${text.slice(0, 300)}`
+    const expected = mode === 'stream' ? 'data: [DONE]' : '"chat.completion"'
+    if (!text.includes(expected)) return `smoke response lacks ${expected}: ${text.slice(0, 300)}`
+    return null
+  } catch (e) {
+    return `smoke request failed: ${(e as Error).message}`
+  }
+}
+
+const procStatusKb = (pid: number, key: string): number | null => {
+  try {
+    const m = new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
+    return m === null ? null : Number(m[1])
+  } catch {
+    return null
+  }
+}
+
+// Writing 5 to clear_refs resets VmHWM, so each mode's peak is its own and not the previous mode's.
+const resetPeakRss = (pid: number): void => {
+  try { writeFileSync(`/proc/${pid}/clear_refs`, '5') } catch { /* older kernels or no permission: the peak then covers the process lifetime */ }
+}
+
+const peakRssMb = (pid: number): number | null => {
+  const kb = procStatusKb(pid, 'VmHWM')
+  return kb === null ? null : kb / 1024
+}
+
+const clockTicks = 100
+// utime + stime (and, with children, those of reaped children such as wrk) in clock ticks.
+const procTicks = (pid: number | 'self', withChildren = false): number | null => {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    // Fields after the parenthesised command name, which may itself contain spaces.
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number)
+    return f[11]! + f[12]! + (withChildren ? f[13]! + f[14]! : 0)
+  } catch {
+    return null
+  }
+}
+
+const cpuMs = (pid: number): number | null => {
+  const ticks = procTicks(pid)
+  return ticks === null ? null : ticks * 1000 / clockTicks
+}
+
+const cpuTotals = (): { busy: number, total: number } => {
+  const fields = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number)
+  const total = fields.reduce((a, b) => a + b, 0)
+  // idle + iowait
+  return { busy: total - (fields[3] ?? 0) - (fields[4] ?? 0), total }
+}
+
+// Other work on the box (builds, test runs) skews every figure; measure it so the report can say so.
+const machineBusyPercent = async (ms: number): Promise<number | null> => {
+  try {
+    const a = cpuTotals()
+    await sleep(ms)
+    const b = cpuTotals()
+    return b.total === a.total ? 0 : (b.busy - a.busy) * 100 / (b.total - a.total)
+  } catch {
+    return null
+  }
+}
+
+type CpuSnapshot = { machine: { busy: number, total: number }, own: number }
+
+const cpuSnapshot = (pids: number[]): CpuSnapshot | null => {
+  try {
+    let own = procTicks('self', true) ?? 0
+    for (const pid of pids) own += procTicks(pid) ?? 0
+    return { machine: cpuTotals(), own }
+  } catch {
+    return null
+  }
+}
+
+// Share of all cores used by processes that are not part of this run during the measurement.
+const otherCpuPercent = (a: CpuSnapshot | null, b: CpuSnapshot | null): number | null => {
+  if (a === null || b === null || b.machine.total === a.machine.total) return null
+  const foreign = (b.machine.busy - a.machine.busy) - (b.own - a.own)
+  return Math.max(0, foreign * 100 / (b.machine.total - a.machine.total))
+}
+
+const errorRatio = (errors: number, total: number): number => total === 0 ? 1 : errors / total
+
+const runMode = async (scenario: ScenarioName, mode: Mode, server: Server, mockOrigin: string, mockPid: number): Promise<ModeResult> => {
+  const result: ModeResult = {
+    scenario,
+    mode,
+    skipped: null,
+    closed: null,
+    open: null,
+    serverPeakRssMb: null,
+    serverCpuUsPerRequest: null,
+    upstreamPeakRssMb: null,
+    upstreamCpuUsPerRequest: null,
+    otherCpuPercent: null,
+    valid: false
+  }
+  const spec = requestSpec(server.origin, mockOrigin, mode, server.apiKey)
+  const smoke = await smokeCheck(spec, mode)
+  if (smoke !== null) {
+    result.skipped = smoke
+    log(`  ${scenario}/${mode}: SKIPPED — ${smoke}`)
+    return result
+  }
+  const upstreamSeparate = server.pid !== mockPid
+  resetPeakRss(server.pid)
+  if (upstreamSeparate) resetPeakRss(mockPid)
+  const ownPids = upstreamSeparate ? [server.pid, mockPid] : [server.pid]
+  const cpuStart = cpuSnapshot(ownPids)
+
+  log(`  ${scenario}/${mode}: closed loop, ${options.connections} connections, ${options.warmupS}s warm-up + ${options.durationS}s`)
+  const cpuServerBefore = cpuMs(server.pid)
+  const cpuMockBefore = upstreamSeparate ? cpuMs(mockPid) : null
+  // CPU is sampled around the whole call, so warm-up requests are in it too; the count is estimated the same way.
+  const runClosedLoop = findWrk() !== null && !options.forceNodeDriver ? runWrk : runNodeClosedLoop
+  result.closed = await runClosedLoop(spec, {
+    connections: options.connections,
+    durationS: options.durationS,
+    warmupS: options.warmupS,
+    threads: options.wrkThreads
+  })
+  const cpuServerAfter = cpuMs(server.pid)
+  const cpuMockAfter = upstreamSeparate ? cpuMs(mockPid) : null
+  const approxRequests = result.closed.rps * (options.durationS + options.warmupS)
+  if (cpuServerBefore !== null && cpuServerAfter !== null && approxRequests > 0) {
+    result.serverCpuUsPerRequest = (cpuServerAfter - cpuServerBefore) * 1000 / approxRequests
+  }
+  if (cpuMockBefore !== null && cpuMockAfter !== null && approxRequests > 0) {
+    result.upstreamCpuUsPerRequest = (cpuMockAfter - cpuMockBefore) * 1000 / approxRequests
+  }
+
+  log(`  ${scenario}/${mode}: open loop, ${options.rate} req/s, 1s warm-up + ${options.durationS}s`)
+  result.open = await runOpenLoop(spec, { rate: options.rate, durationS: options.durationS, warmupS: Math.min(1, options.warmupS) })
+
+  result.otherCpuPercent = otherCpuPercent(cpuStart, cpuSnapshot(ownPids))
+  if (result.otherCpuPercent !== null && result.otherCpuPercent > 10) {
+    log(`  ${scenario}/${mode}: WARNING other processes used ${result.otherCpuPercent.toFixed(0)}% of the CPUs meanwhile — figures skewed`)
+  }
+  result.serverPeakRssMb = peakRssMb(server.pid)
+  if (upstreamSeparate) result.upstreamPeakRssMb = peakRssMb(mockPid)
+  result.valid = errorRatio(result.closed.errors, result.closed.requests) <= maxErrorRatio &&
+    errorRatio(result.open.errors, result.open.scheduled) <= maxErrorRatio
+  if (!result.valid) log(`  ${scenario}/${mode}: WARNING error rate above ${maxErrorRatio * 100}% — figures flagged invalid`)
+  return result
+}
+
+const compare = (bare: ModeResult, other: ModeResult): Comparison | null => {
+  if (bare.closed === null || bare.open === null || other.closed === null || other.open === null) return null
+  const rpsRatio = other.closed.rps / bare.closed.rps
+  const p99DeltaMs = other.open.latency.p99Ms - bare.open.latency.p99Ms
+  const stream = other.mode === 'stream'
+  const ttfbP50DeltaMs = stream ? other.open.ttfb.p50Ms - bare.open.ttfb.p50Ms : null
+  const ttfbP99DeltaMs = stream ? other.open.ttfb.p99Ms - bare.open.ttfb.p99Ms : null
+  return {
+    scenario: other.scenario,
+    mode: other.mode,
+    rpsRatio,
+    p99DeltaMs,
+    ttfbP50DeltaMs,
+    ttfbP99DeltaMs,
+    peakRssMb: other.serverPeakRssMb,
+    targets: {
+      rps: rpsRatio >= 0.7,
+      p99: p99DeltaMs <= 1,
+      ttfb: ttfbP99DeltaMs === null ? null : ttfbP99DeltaMs <= 1,
+      rss: other.serverPeakRssMb === null ? null : other.serverPeakRssMb < 200
+    }
+  }
+}
+
+const fmt = (n: number | null | undefined, digits = 2): string =>
+  n === null || n === undefined || Number.isNaN(n) ? '-' : n.toFixed(digits)
+
+const table = (header: string[], rows: string[][]): string => {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)))
+  const line = (cells: string[]): string => cells.map((c, i) => i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!)).join('  ')
+  return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)].join('\n')
+}
+
+const resultTable = (results: ModeResult[]): string => {
+  const rate = options.rate
+  const header = ['scenario', 'mode', `rps@${options.connections}c`, 'p50 ms', 'p99 ms', `p50@${rate}/s`, `p99@${rate}/s`, `max@${rate}/s`,
+    'ttfb p50', 'ttfb p99', 'achieved/s', 'errors', 'peak RSS MB', 'cpu us/req', 'other cpu%', 'note']
+  const rows = results.map((r) => {
+    if (r.skipped !== null) return [r.scenario, r.mode, ...Array<string>(13).fill('-'), 'skipped']
+    const c = r.closed!
+    const o = r.open!
+    return [
+      r.scenario, r.mode, fmt(c.rps, 0), fmt(c.latency.p50Ms), fmt(c.latency.p99Ms),
+      fmt(o.latency.p50Ms), fmt(o.latency.p99Ms), fmt(o.latency.maxMs),
+      r.mode === 'stream' ? fmt(o.ttfb.p50Ms) : '-', r.mode === 'stream' ? fmt(o.ttfb.p99Ms) : '-',
+      fmt(o.achievedRps, 0), `${c.errors}/${o.errors}`, fmt(r.serverPeakRssMb, 1), fmt(r.serverCpuUsPerRequest, 0),
+      fmt(r.otherCpuPercent, 0), r.valid ? '' : 'INVALID (errors)'
+    ]
+  })
+  return table(header, rows)
+}
+
+const mark = (ok: boolean | null): string => ok === null ? '' : ok ? ' ok' : ' FAIL'
+
+const comparisonTable = (comparisons: Comparison[]): string => {
+  const header = ['vs bare', 'mode', 'rps ratio (>=0.70)', 'p99 delta ms (<=1)', 'ttfb p50 delta ms', 'ttfb p99 delta ms (<=1)', 'peak RSS MB (<200)']
+  const rows = comparisons.map((c) => [
+    c.scenario, c.mode,
+    `${fmt(c.rpsRatio)}${mark(c.targets.rps)}`,
+    `${c.p99DeltaMs >= 0 ? '+' : ''}${fmt(c.p99DeltaMs)}${mark(c.targets.p99)}`,
+    c.ttfbP50DeltaMs === null ? '-' : `${c.ttfbP50DeltaMs >= 0 ? '+' : ''}${fmt(c.ttfbP50DeltaMs)}`,
+    c.ttfbP99DeltaMs === null ? '-' : `${c.ttfbP99DeltaMs >= 0 ? '+' : ''}${fmt(c.ttfbP99DeltaMs)}${mark(c.targets.ttfb)}`,
+    `${fmt(c.peakRssMb, 1)}${mark(c.targets.rss)}`
+  ])
+  return table(header, rows)
+}
+
+const allScenarios: ScenarioName[] = ['mock', 'bare', 'gateway-forward', 'gateway-full']
+const aliases: Record<string, ScenarioName> = { forward: 'gateway-forward', full: 'gateway-full', gateway: 'gateway-full' }
+
+const main = async (): Promise<void> => {
+  const startedAt = new Date()
+  const selected = options.scenarios.length === 0
+    ? allScenarios
+    : allScenarios.filter((s) => options.scenarios.some((f) => f === s || aliases[f] === s))
+  if (selected.length === 0) throw new Error(`BENCH_SCENARIOS='${options.scenarios.join(',')}' matches none of ${allScenarios.join(', ')}`)
+  const modes = options.modes.filter((m): m is Mode => m === 'json' || m === 'stream')
+  const wrk = findWrk()
+  const closedDriver = wrk !== null && !options.forceNodeDriver
+    ? `wrk (${wrk}, ${options.wrkThreads} thread)`
+    : `node/undici closed loop (${wrk === null ? 'wrk not found' : 'BENCH_CLOSED_DRIVER=node'})`
+  log(`bench: closed-loop driver: ${closedDriver}; open-loop driver: node/undici at ${options.rate} req/s`)
+  log(`bench: scenarios ${selected.join(', ')}; modes ${modes.join(', ')}; ${cpus().length} CPUs shared by driver, servers and mock`)
+
+  const busyBefore = await machineBusyPercent(1000)
+  const loadBefore = loadavg()
+  if (busyBefore !== null && busyBefore > 15) {
+    log(`bench: WARNING the machine is ${busyBefore.toFixed(0)}% busy before the run (load ${loadBefore.map((l) => l.toFixed(2)).join(' ')}): figures will be skewed`)
+  }
+
+  const mock = await spawnWithReadyLine(join(distBench, 'mock-upstream.js'), { PORT: '0' })
+  const mockOrigin = `http://127.0.0.1:${mock.port}`
+  const mockPid = mock.child.pid!
+  log(`bench: mock upstream ready at ${mockOrigin}`)
+
+  const results: ModeResult[] = []
+  for (const scenario of selected) {
+    log(`bench: scenario ${scenario}`)
+    let server: Server
+    try {
+      if (scenario === 'mock') {
+        server = { origin: mockOrigin, pid: mockPid, apiKey: null, stop: async () => {} }
+      } else if (scenario === 'bare') {
+        const bare = await spawnWithReadyLine(join(distBench, 'bare-forwarder.js'), { PORT: '0', UPSTREAM: mockOrigin })
+        server = { origin: `http://127.0.0.1:${bare.port}`, pid: bare.child.pid!, apiKey: null, stop: () => stopChild(bare.child) }
+      } else {
+        server = await startGateway(mockOrigin, scenario === 'gateway-full')
+      }
+    } catch (e) {
+      const reason = `server failed to start: ${(e as Error).message}`
+      log(`  ${scenario}: SKIPPED — ${reason}`)
+      for (const mode of modes) {
+        results.push({ scenario, mode, skipped: reason, closed: null, open: null, serverPeakRssMb: null, serverCpuUsPerRequest: null, upstreamPeakRssMb: null, upstreamCpuUsPerRequest: null, otherCpuPercent: null, valid: false })
+      }
+      continue
+    }
+    try {
+      for (const mode of modes) results.push(await runMode(scenario, mode, server, mockOrigin, mockPid))
+    } finally {
+      await server.stop()
+    }
+  }
+  await stopChild(mock.child)
+
+  const comparisons: Comparison[] = []
+  for (const mode of modes) {
+    const bare = results.find((r) => r.scenario === 'bare' && r.mode === mode)
+    if (bare === undefined) continue
+    for (const r of results) {
+      if (r.mode !== mode || !r.scenario.startsWith('gateway-')) continue
+      const c = compare(bare, r)
+      if (c !== null) comparisons.push(c)
+    }
+  }
+
+  process.stdout.write(`\n${resultTable(results)}\n`)
+  if (comparisons.length > 0) process.stdout.write(`\n${comparisonTable(comparisons)}\n`)
+  process.stdout.write('\nerrors = closed-loop/open-loop; latencies at the fixed rate and TTFB are from the scheduled send time\n')
+
+  const report = {
+    startedAt: startedAt.toISOString(),
+    finishedAt: new Date().toISOString(),
+    machine: {
+      cpus: cpus().length,
+      cpuModel: cpus()[0]?.model ?? 'unknown',
+      totalMemMb: Math.round(totalmem() / 1048576),
+      node: process.version,
+      busyPercentBeforeRun: busyBefore,
+      loadAvgBeforeRun: loadBefore,
+      loadAvgAfterRun: loadavg()
+    },
+    drivers: { closedLoop: closedDriver, openLoop: 'node/undici dispatch, fixed timetable' },
+    options,
+    mock: { chunks: Number(process.env.MOCK_CHUNKS ?? 20), chunkDelayMs: Number(process.env.MOCK_CHUNK_DELAY_MS ?? 0), latencyMs: Number(process.env.MOCK_LATENCY_MS ?? 0) },
+    results,
+    comparisons
+  }
+  mkdirSync(resultsDir, { recursive: true })
+  const file = join(resultsDir, `${startedAt.toISOString().replace(/:/g, '-')}.json`)
+  const json = JSON.stringify(report, null, 2) + '\n'
+  writeFileSync(file, json)
+  writeFileSync(join(resultsDir, 'latest.json'), json)
+  process.stdout.write(`results: ${file}\n`)
+}
+
+main().then(() => {
+  killAll('SIGKILL')
+  process.exit(0)
+}, (e: unknown) => {
+  log(`bench: failed: ${e instanceof Error ? e.stack ?? e.message : String(e)}`)
+  killAll('SIGKILL')
+  process.exit(1)
+})
