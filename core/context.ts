@@ -63,6 +63,42 @@ export interface SseEvent {
   data: string
 }
 
+/**
+ * Fires once when the client disconnects. EventEmitter-shaped so undici takes it as a `signal`
+ * (see `AbortSource` in core/ports.ts for why it is not an AbortController).
+ */
+export class ClientAbort {
+  aborted = false
+  reason: unknown = undefined
+  #listeners: Array<() => void> = []
+
+  on(_event: 'abort', listener: () => void): this {
+    this.#listeners.push(listener)
+    return this
+  }
+
+  /** Same as `on`: the event fires at most once. */
+  once(event: 'abort', listener: () => void): this {
+    return this.on(event, listener)
+  }
+
+  removeListener(_event: 'abort', listener: () => void): this {
+    const index = this.#listeners.indexOf(listener)
+    if (index >= 0) this.#listeners.splice(index, 1)
+    return this
+  }
+
+  /** Marks the request aborted and calls every listener once. */
+  abort(): void {
+    if (this.aborted) return
+    this.aborted = true
+    this.reason = new Error('The client closed the connection')
+    const listeners = this.#listeners
+    this.#listeners = []
+    for (const listener of listeners) listener()
+  }
+}
+
 export class RequestContext {
   /** Unique id (UUID v4). written by: core */
   readonly requestId: string
@@ -85,7 +121,7 @@ export class RequestContext {
   /** Path parameters of the matched route. */
   readonly params: Readonly<Record<string, string>>
   /** Aborted when the client disconnects; pass it to every upstream call. written by: core */
-  readonly signal: AbortSignal
+  readonly signal: ClientAbort
 
   /** Request body bytes (null for routes without a body). written by: core */
   rawBody: Buffer | null = null
@@ -126,7 +162,7 @@ export class RequestContext {
     clientIp: string
     route: RouteSpec
     params: Readonly<Record<string, string>>
-    signal: AbortSignal
+    signal: ClientAbort
   }) {
     this.requestId = init.requestId
     this.traceId = init.traceId

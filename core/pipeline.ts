@@ -218,5 +218,5 @@ export function errorReplyOf(error: GatewayError, shape: ErrorShape): Reply {
 /** Releases an upstream stream that will not be sent. */
 function discard(reply: Reply): void {
   const body = reply.body
-  if (body !== null && typeof body === 'object' && 'readable' in body) body.readable.destroy()
+  if (body !== null && typeof body === 'object' && 'source' in body) body.source.destroy()
 }

@@ -18,18 +18,17 @@
  * `Reply` (sent as is, e.g. a cache hit). Returning `undefined` continues. A hook that *throws* has a
  * bug: the client gets a generic 500 and the error is logged with the plugin name and phase.
  */
-import type { Readable } from 'node:stream'
 import type { RequestContext, SseEvent } from './context.js'
 import type { GatewayError } from './errors.js'
 import type { RouteGroup } from './routes.js'
-import type { Token } from './ports.js'
+import type { ByteStream, Token } from './ports.js'
 
 /** A reply body streamed from a source (an upstream response). */
 export interface StreamBody {
-  readonly readable: Readable
+  readonly source: ByteStream
   /** Parse the stream as Server-Sent Events (so `onChunk` hooks and error events apply). */
   readonly sse: boolean
-  /** Maps an error raised by `readable` to what the client is told. */
+  /** Maps an error raised by `source` to what the client is told. */
   readonly toError: (error: unknown) => GatewayError
 }
 

@@ -8,7 +8,7 @@
  */
 import { performance } from 'node:perf_hooks'
 import type { HttpResponse } from 'uWebSockets.js'
-import type { RequestContext } from '../context.js'
+import type { ClientAbort, RequestContext } from '../context.js'
 import { ERRORS, GatewayError, gatewayError, toStreamErrorEvent } from '../errors.js'
 import { errorReplyOf, type ClientExchange, type ErrorShape, type EventTransform } from '../pipeline.js'
 import type { Reply, StreamBody } from '../plugin.js'
@@ -33,12 +33,12 @@ export class UwsExchange implements ClientExchange {
   #resolveBody: ((value: Buffer | GatewayError) => void) | null = null
   #onAbort: (() => void) | null = null
 
-  constructor(res: HttpResponse, controller: AbortController, shape: ErrorShape) {
+  constructor(res: HttpResponse, abort: ClientAbort, shape: ErrorShape) {
     this.#res = res
     this.#shape = shape
     res.onAborted(() => {
       this.#aborted = true
-      controller.abort()
+      abort.abort()
       this.#resolveBody?.(gatewayError(ERRORS.GW_REQ_INVALID, 'The client went away'))
       this.#onAbort?.()
     })
@@ -95,7 +95,7 @@ export class UwsExchange implements ClientExchange {
   send(ctx: RequestContext, reply: Reply, transform: EventTransform | null): Promise<void> {
     const body = reply.body
     if (this.#aborted || this.#ended) {
-      if (body !== null && typeof body === 'object' && 'readable' in body) body.readable.destroy()
+      if (body !== null && typeof body === 'object' && 'source' in body) body.source.destroy()
       this.#finish(ctx, 'aborted')
       return Promise.resolve()
     }
@@ -146,7 +146,7 @@ export class UwsExchange implements ClientExchange {
 
   #relay(ctx: RequestContext, reply: Reply, body: StreamBody, transform: EventTransform | null): Promise<void> {
     const res = this.#res
-    const readable = body.readable
+    const source = body.source
     const parser = transform !== null && body.sse ? new SseParser() : null
     let started = false
     let previous: Buffer | null = null
@@ -169,15 +169,15 @@ export class UwsExchange implements ClientExchange {
         this.#writeHead(ctx, reply)
       }
       this.#onAbort = () => {
-        readable.destroy()
+        source.destroy()
         settle('aborted')
       }
       const resume = (): boolean => {
-        readable.resume()
+        source.resume()
         return true
       }
 
-      readable.on('data', (chunk: Buffer) => {
+      const onData = (chunk: Buffer): void => {
         if (this.#aborted) return
         previous = last
         last = chunk
@@ -189,11 +189,12 @@ export class UwsExchange implements ClientExchange {
           writable = res.write(out)
         })
         if (!writable) {
-          readable.pause()
+          // uWS buffered what the client could not take yet: stop reading upstream until it drains.
+          source.pause()
           res.onWritable(resume)
         }
-      })
-      readable.on('end', () => {
+      }
+      const onEnd = (): void => {
         if (this.#aborted) return settle('aborted')
         const rest = parser === null ? '' : transformed(ctx, parser.end(), transform as EventTransform)
         res.cork(() => {
@@ -203,8 +204,8 @@ export class UwsExchange implements ClientExchange {
         })
         this.#ended = true
         settle(ctx.error === null ? 'completed' : 'errored')
-      })
-      readable.on('error', (cause) => {
+      }
+      const onError = (cause: unknown): void => {
         if (this.#aborted) return settle('aborted')
         const error = body.toError(cause)
         ctx.error = error
@@ -230,7 +231,8 @@ export class UwsExchange implements ClientExchange {
         }
         this.#ended = true
         settle('errored')
-      })
+      }
+      source.consume(onData, onEnd, onError)
     })
   }
 }

@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
 import uWS from 'uWebSockets.js'
-import { RequestContext } from '../context.js'
+import { ClientAbort, RequestContext } from '../context.js'
 import { ERRORS, gatewayError, toDataPlaneBody, type GatewayError } from '../errors.js'
 import type { Pipeline } from '../pipeline.js'
 import type { Logger } from '../ports.js'
@@ -157,8 +157,8 @@ export class HttpServer {
       return
     }
 
-    const controller = new AbortController()
-    const exchange = new UwsExchange(res, controller, pipeline.errorShape)
+    const abort = new ClientAbort()
+    const exchange = new UwsExchange(res, abort, pipeline.errorShape)
     const contentLength = headers['content-length']
     if (route.body !== 'none') {
       const limit = route.bodyLimit === 'json' ? this.#options.maxJsonBodyBytes : this.#options.maxUploadBodyBytes
@@ -177,7 +177,7 @@ export class HttpServer {
       clientIp: Buffer.from(res.getRemoteAddressAsText()).toString(),
       route,
       params,
-      signal: controller.signal,
+      signal: abort,
     })
     this.#inFlight++
     pipeline.handle(ctx, exchange).finally(() => {
@@ -202,7 +202,7 @@ export class HttpServer {
       res.end('{"status":"ok"}')
       return
     }
-    const exchange = new UwsExchange(res, new AbortController(), 'data')
+    const exchange = new UwsExchange(res, new ClientAbort(), 'data')
     const answer =
       name === 'readyz'
         ? this.#options.readiness().then((state) => {

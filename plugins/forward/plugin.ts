@@ -197,7 +197,7 @@ export class ForwardPlugin implements GatewayPlugin {
     const sse = contentType.startsWith('text/event-stream')
     const status = response.status
     if (status === 204 || status === 304) {
-      response.body.resume()
+      response.body.destroy()
       return { status, headers, body: null }
     }
     const normaliseError = status >= 400 && ctx.route.group === 'inference'
@@ -217,7 +217,7 @@ export class ForwardPlugin implements GatewayPlugin {
     return {
       status,
       headers,
-      body: { readable: response.body, sse, toError: (error: unknown) => this.#upstream.toError(error, requestTimeoutMs) },
+      body: { source: response.body, sse, toError: (error: unknown) => this.#upstream.toError(error, requestTimeoutMs) },
     }
   }
 }
@@ -256,16 +256,18 @@ function readAll(response: UpstreamResponse, limit: number): Promise<Buffer> {
     const chunks: Buffer[] = []
     let size = 0
     const body = response.body
-    body.on('data', (chunk: Buffer) => {
-      size += chunk.length
-      if (size > limit) {
-        body.destroy()
-        reject(new Error(`upstream body larger than ${limit} bytes`))
-        return
-      }
-      chunks.push(chunk)
-    })
-    body.on('end', () => resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size)))
-    body.on('error', reject)
+    body.consume(
+      (chunk) => {
+        size += chunk.length
+        if (size > limit) {
+          body.destroy()
+          reject(new Error(`upstream body larger than ${limit} bytes`))
+          return
+        }
+        chunks.push(chunk)
+      },
+      () => resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size)),
+      reject,
+    )
   })
 }

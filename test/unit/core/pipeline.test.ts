@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { RequestContext, type SseEvent } from '../../../core/context.js'
+import { ClientAbort, RequestContext, type SseEvent } from '../../../core/context.js'
 import { ERRORS, GatewayError, gatewayError } from '../../../core/errors.js'
 import { Pipeline, type ClientExchange, type EventTransform } from '../../../core/pipeline.js'
 import { jsonReply, type GatewayPlugin, type Reply } from '../../../core/plugin.js'
@@ -22,7 +22,7 @@ function makeCtx(route: RouteSpec = chatRoute): RequestContext {
     clientIp: '127.0.0.1',
     route,
     params: {},
-    signal: new AbortController().signal,
+    signal: new ClientAbort(),
   })
 }
 

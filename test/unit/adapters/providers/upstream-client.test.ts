@@ -1,9 +1,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo, Socket } from 'node:net'
-import type { Readable } from 'node:stream'
 import { afterEach, describe, expect, it } from 'vitest'
 import { ERRORS, GatewayError } from '../../../../core/errors.js'
-import type { UpstreamRequest } from '../../../../core/ports.js'
+import type { ByteStream, UpstreamRequest } from '../../../../core/ports.js'
 import { UndiciUpstreamClient, type UndiciUpstreamClientOptions } from '../../../../adapters/providers/upstream-client.js'
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void
@@ -62,13 +61,56 @@ function request(origin: string, overrides: Partial<UpstreamRequest> = {}): Upst
   }
 }
 
-async function readAll(body: Readable): Promise<string> {
+/** Pulls a push body chunk by chunk (the tests read it step by step). */
+function iterate(body: ByteStream): { next(): Promise<IteratorResult<Buffer>>; [Symbol.asyncIterator](): AsyncIterator<Buffer> } {
+  const chunks: Buffer[] = []
+  let ended = false
+  let failure: unknown = null
+  let wake: (() => void) | null = null
+  const notify = (): void => {
+    wake?.()
+    wake = null
+  }
+  body.consume(
+    (chunk) => {
+      chunks.push(chunk)
+      notify()
+    },
+    () => {
+      ended = true
+      notify()
+    },
+    (error) => {
+      failure = error ?? new Error('body error')
+      notify()
+    },
+  )
+  const iterator = {
+    async next(): Promise<IteratorResult<Buffer>> {
+      for (;;) {
+        const chunk = chunks.shift()
+        if (chunk !== undefined) return { value: chunk, done: false }
+        if (failure !== null) throw failure
+        if (ended) return { value: undefined, done: true }
+        await new Promise<void>((resolve) => {
+          wake = resolve
+        })
+      }
+    },
+    [Symbol.asyncIterator]() {
+      return iterator
+    },
+  }
+  return iterator
+}
+
+async function readAll(body: ByteStream): Promise<string> {
   let text = ''
-  for await (const chunk of body) text += String(chunk)
+  for await (const chunk of iterate(body)) text += String(chunk)
   return text
 }
 
-async function readError(body: Readable): Promise<unknown> {
+async function readError(body: ByteStream): Promise<unknown> {
   try {
     await readAll(body)
   } catch (err) {
@@ -80,7 +122,7 @@ async function readError(body: Readable): Promise<unknown> {
 async function sendError(c: UndiciUpstreamClient, req: UpstreamRequest): Promise<GatewayError> {
   try {
     const res = await c.send(req)
-    res.body.resume()
+    res.body.destroy()
   } catch (err) {
     expect(err).toBeInstanceOf(GatewayError)
     return err as GatewayError
@@ -153,7 +195,7 @@ describe('UndiciUpstreamClient', () => {
       })
     })
     const res = await client().send(request(srv.origin))
-    const iterator = res.body[Symbol.asyncIterator]()
+    const iterator = iterate(res.body)
     const first = await iterator.next()
     expect(String(first.value)).toBe('data: {"n":1}\n\n')
     gate.resolve()
@@ -313,7 +355,7 @@ describe('UndiciUpstreamClient', () => {
     })
     const controller = new AbortController()
     const res = await client().send(request(srv.origin, { signal: controller.signal, requestTimeoutMs }))
-    const iterator = res.body[Symbol.asyncIterator]()
+    const iterator = iterate(res.body)
     await iterator.next()
     controller.abort()
     await expect(iterator.next()).rejects.toBeDefined()
