@@ -25,6 +25,13 @@ import type { HealthStatus, Service } from '../../core/ports.js'
 export interface DuckDbDatabaseOptions {
   /** Database file path (its parent directory is created), or `:memory:`. */
   readonly path: string
+  /**
+   * DuckDB settings for the embedded file. Defaults keep it a small tenant of the gateway process:
+   * its default buffer pool is 80% of RAM and one thread per core, which competes with the request
+   * path for CPU and grew the bench's resident memory past 400 MB.
+   */
+  readonly memoryLimit?: string
+  readonly threads?: number
 }
 
 /**
@@ -210,6 +217,8 @@ export class DuckDbSession implements DuckDbExecutor {
 /** The shared DuckDB instance (see the module comment for the lifecycle). */
 export class DuckDbDatabase implements Service {
   readonly path: string
+  readonly #memoryLimit: string
+  readonly #threads: number
   #instance: DuckDBInstance | null = null
   #starting: Promise<void> | null = null
   #healthSession: DuckDbSession | null = null
@@ -217,6 +226,8 @@ export class DuckDbDatabase implements Service {
 
   constructor(options: DuckDbDatabaseOptions) {
     this.path = options.path
+    this.#memoryLimit = options.memoryLimit ?? '128MB'
+    this.#threads = options.threads ?? 1
   }
 
   /** Opens the database (creating the file and its directory). Safe to call more than once. */
@@ -264,6 +275,6 @@ export class DuckDbDatabase implements Service {
     if (this.path !== ':memory:' && this.path !== '') {
       await mkdir(dirname(this.path), { recursive: true })
     }
-    this.#instance = await DuckDBInstance.create(this.path)
+    this.#instance = await DuckDBInstance.create(this.path, { memory_limit: this.#memoryLimit, threads: String(this.#threads) })
   }
 }
