@@ -16,6 +16,9 @@
  * - `close()` stops the timer and flushes; what cannot be written then is counted as dropped and
  *   the error is rethrown. Records enqueued after `close()` are counted as dropped.
  */
+import { rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
 import type { Usage } from '../../core/context.js'
 import type { HealthStatus, LogRecord, LogSink, LogSinkStats, Logger } from '../../core/ports.js'
 import type { DuckDbDatabase, DuckDbSession, SqlRow } from './duckdb-database.js'
@@ -31,6 +34,11 @@ export interface DuckDbLogSinkOptions {
   readonly maxQueue?: number
   /** Receives drop and write-failure warnings (rate limited to one per interval each). */
   readonly logger?: Logger
+  /**
+   * Where batch files are staged on their way into DuckDB (deleted after each insert). Defaults to
+   * the database file's directory, or the system temp directory for `:memory:`.
+   */
+  readonly stagingDirectory?: string
 }
 
 /** A `LogRecord` checked and converted to column values, in `REQUEST_LOG_COLUMNS` order. */
@@ -118,19 +126,18 @@ function toRow(record: LogRecord): LogRow {
   }
 }
 
-/** Column name → the JSON type `from_json` reads it as (`created_at` travels as epoch microseconds). */
-const JSON_STRUCTURE = JSON.stringify([
-  Object.fromEntries(REQUEST_LOG_COLUMNS.map(([name, type]) => [name, name === 'created_at' ? 'BIGINT' : type.replace(' NOT NULL', '')])),
-])
-
 /**
- * One statement per batch: the rows travel as a single JSON parameter and DuckDB unpacks them on
- * its own thread. Appending value by value (about 20 native calls per row) and flushing the
- * appender ran on the event loop and stalled requests for milliseconds per batch (bench p99).
+ * One statement per batch: the batch is written as a newline-delimited JSON file and DuckDB reads
+ * it with `read_json`, vectorised and off the event loop (about 5 µs of CPU per row, measured).
+ * Appending value by value (about 20 native calls per row) stalled the event loop for milliseconds
+ * per batch, and one big JSON parameter unpacked with `from_json` cost about 19 µs per row.
  */
-const INSERT_BATCH_SQL = `INSERT INTO ${REQUEST_LOG_TABLE} (${REQUEST_LOG_COLUMNS.map(([name]) => name).join(', ')})
+function insertBatchSql(file: string): string {
+  const columns = `{${REQUEST_LOG_COLUMNS.map(([name, type]) => `'${name}': '${name === 'created_at' ? 'BIGINT' : type.replace(' NOT NULL', '')}'`).join(', ')}}`
+  return `INSERT INTO ${REQUEST_LOG_TABLE} (${REQUEST_LOG_COLUMNS.map(([name]) => name).join(', ')})
 SELECT ${REQUEST_LOG_COLUMNS.map(([name]) => (name === 'created_at' ? 'make_timestamp(created_at)' : name)).join(', ')}
-FROM (SELECT unnest(from_json($1::JSON, '${JSON_STRUCTURE}'), recursive := true))`
+FROM read_json('${file.replaceAll("'", "''")}', format = 'newline_delimited', columns = ${columns})`
+}
 
 function jsonRow(row: LogRow): Record<string, unknown> {
   return {
@@ -222,6 +229,8 @@ export class DuckDbLogSink implements LogSink {
   readonly #logger: Logger | null
   readonly #queue = new RingQueue<LogRecord>(1024)
   #session: DuckDbSession | null = null
+  readonly #stagingDirectory: string
+  #batchNumber = 0
   #timer: NodeJS.Timeout | null = null
   #closed = false
   /** The running writer, if any; resolves with the error that stopped it, or `null` when the queue ran empty. */
@@ -245,6 +254,7 @@ export class DuckDbLogSink implements LogSink {
     this.#flushIntervalMs = positiveInteger(options.flushIntervalMs, 1000, 'flushIntervalMs')
     this.#maxQueue = positiveInteger(options.maxQueue, 100_000, 'maxQueue')
     this.#logger = options.logger ?? null
+    this.#stagingDirectory = options.stagingDirectory ?? (database.path === ':memory:' ? tmpdir() : dirname(database.path))
   }
 
   async start(): Promise<void> {
@@ -380,7 +390,15 @@ export class DuckDbLogSink implements LogSink {
       this.#inFlight = rows.length
       try {
         const session = this.#open()
-        await session.run(INSERT_BATCH_SQL, [JSON.stringify(rows.map(jsonRow))])
+        const file = join(this.#stagingDirectory, `.request-logs-${process.pid}-${++this.#batchNumber}.jsonl`)
+        let text = ''
+        for (const row of rows) text += `${JSON.stringify(jsonRow(row))}\n`
+        await writeFile(file, text)
+        try {
+          await session.run(insertBatchSql(file))
+        } finally {
+          await rm(file, { force: true })
+        }
         this.#written += rows.length
         this.#failing = false
       } catch (error) {
