@@ -14,6 +14,7 @@ import { DuckDbAdminStore } from '../adapters/embedded/duckdb-admin-store.js'
 import { DuckDbDatabase } from '../adapters/embedded/duckdb-database.js'
 import { DuckDbLogSink } from '../adapters/embedded/duckdb-log-sink.js'
 import { InProcessChangeNotifier } from '../adapters/memory/in-process-change-notifier.js'
+import { connectAddressPolicy, parseAllowList } from '../adapters/providers/custom-host-policy.js'
 import { TableProviderRegistry } from '../adapters/providers/provider-registry.js'
 import { UndiciUpstreamClient } from '../adapters/providers/upstream-client.js'
 import type { PipelineMember } from '../core/pipeline.js'
@@ -96,7 +97,10 @@ export function wire(loaded: LoadedConfig): Wiring {
     useFactory: instanceCachingFactory(() => new TableProviderRegistry({ allowedCustomHosts: environment.allowedCustomHosts })),
   })
   container.register(UpstreamClient, {
-    useFactory: serviceFactory('upstream-client', () => new UndiciUpstreamClient(config.upstream)),
+    useFactory: serviceFactory(
+      'upstream-client',
+      () => new UndiciUpstreamClient({ ...config.upstream, isAddressAllowed: connectAddressPolicy(parseAllowList(environment.allowedCustomHosts)) }),
+    ),
   })
 
   const plugins: PipelineMember[] = []

@@ -477,6 +477,20 @@ export function judgeAddress(allow: AllowList, ip: IpAddress, hostnameAllowed: b
   return refuse(`custom host is ${cls === 'unspecified' ? 'an' : 'a'} ${cls} address that is not allow-listed`)
 }
 
+/**
+ * The connect-time rule for upstream connections (see `UndiciUpstreamClient`'s `isAddressAllowed`):
+ * an address passes when `judgeAddress` would accept it for that host name. Public addresses pass;
+ * link-local and metadata never do; other non-public addresses only when the host name or the
+ * address is allow-listed. It closes DNS rebinding: a name that passed the custom-host check as
+ * public and later resolves to a private address is refused when the connection opens.
+ */
+export function connectAddressPolicy(allow: AllowList): (address: string, hostname: string) => boolean {
+  return (address, hostname) => {
+    const ip = parseIp(address)
+    return ip !== null && judgeAddress(allow, ip, isHostnameAllowed(allow, hostname)).ok
+  }
+}
+
 /** Resolves a host name to all of its addresses (as `dns.lookup` with `all: true` does). */
 export type HostResolver = (hostname: string) => Promise<ReadonlyArray<{ readonly address: string }>>
 

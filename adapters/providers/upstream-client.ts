@@ -38,8 +38,12 @@ export interface UndiciUpstreamClientOptions {
   readonly closeGraceMs?: number
   /** Most origins with a live pool; beyond it the oldest idle pool is closed. Default 512. */
   readonly maxOrigins?: number
-  /** Connect-time address filter, applied to every DNS answer. Default: `isConnectableAddress`. */
-  readonly isAddressAllowed?: (address: string) => boolean
+  /**
+   * Connect-time address filter, applied to every address a host name resolves to when a
+   * connection opens (so a name that re-resolves after the custom-host check, DNS rebinding, is
+   * still judged). Default: `isConnectableAddress` (no link-local or cloud-metadata address).
+   */
+  readonly isAddressAllowed?: (address: string, hostname: string) => boolean
 }
 
 /** Error codes (from node:net and undici) that mean "the provider did not answer in time" (the gateway's own limits). */
@@ -336,14 +340,14 @@ function errorCode(err: unknown): string | null {
 type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void
 
 /** A `net.connect` lookup that refuses DNS answers containing a disallowed address. */
-function guardedLookup(isAllowed: (address: string) => boolean) {
+function guardedLookup(isAllowed: (address: string, hostname: string) => boolean) {
   return function lookup(hostname: string, options: LookupOptions, callback: LookupCallback): void {
     dnsLookup(hostname, options, (err, result, family) => {
       if (err !== null) {
         callback(err, '')
         return
       }
-      if (typeof result === 'string' ? !isAllowed(result) : result.some((entry) => !isAllowed(entry.address))) {
+      if (typeof result === 'string' ? !isAllowed(result, hostname) : result.some((entry) => !isAllowed(entry.address, hostname))) {
         const refused: NodeJS.ErrnoException = new Error('address refused by the gateway connect policy')
         refused.code = ADDRESS_REFUSED_CODE
         callback(refused, '')

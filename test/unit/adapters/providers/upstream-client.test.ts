@@ -3,6 +3,7 @@ import type { AddressInfo, Socket } from 'node:net'
 import { afterEach, describe, expect, it } from 'vitest'
 import { ERRORS, GatewayError } from '../../../../core/errors.js'
 import type { ByteStream, UpstreamRequest } from '../../../../core/ports.js'
+import { connectAddressPolicy, parseAllowList } from '../../../../adapters/providers/custom-host-policy.js'
 import { UndiciUpstreamClient, type UndiciUpstreamClientOptions } from '../../../../adapters/providers/upstream-client.js'
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void
@@ -371,6 +372,18 @@ describe('UndiciUpstreamClient', () => {
     expect(srv.sockets).toHaveLength(0)
     const open = client()
     expect(await readAll((await open.send(request(`http://localhost:${srv.port}`))).body)).toBe('ok')
+  })
+
+  it('with the connect-time allow-list policy, refuses a host name that resolves to a loopback address unless allow-listed (DNS rebinding)', async () => {
+    const srv = await startServer((_req, res) => res.end('ok'))
+    const origin = `http://localhost:${srv.port}`
+    const strict = client({ isAddressAllowed: connectAddressPolicy(parseAllowList([])) })
+    expect((await sendError(strict, request(origin))).code).toBe('GW_UPSTREAM_UNREACHABLE')
+    expect(srv.sockets).toHaveLength(0)
+    for (const allowed of [['localhost'], ['127.0.0.0/8', '::1']]) {
+      const c = client({ isAddressAllowed: connectAddressPolicy(parseAllowList(allowed)) })
+      expect(await readAll((await c.send(request(origin))).body)).toBe('ok')
+    }
   })
 
   it('closes its pools on close(), reports unhealthy, and refuses new origins', async () => {
