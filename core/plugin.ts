@@ -101,8 +101,3 @@ const JSON_HEADERS: ReadonlyArray<readonly [string, string]> = [['content-type',
 export function jsonReply(status: number, body: unknown, headers?: ReadonlyArray<readonly [string, string]>): Reply {
   return { status, headers: headers ? [...JSON_HEADERS, ...headers] : JSON_HEADERS, body: JSON.stringify(body) }
 }
-
-/** True when a hook result is a `Reply` (not an error, not `undefined`). */
-export function isReply(value: HookResult | Reply): value is Reply {
-  return value !== undefined && !(value instanceof Error)
-}

@@ -44,10 +44,6 @@ export class UwsExchange implements ClientExchange {
     })
   }
 
-  get aborted(): boolean {
-    return this.#aborted
-  }
-
   /**
    * Starts collecting the body. Must be called synchronously inside the uWS request handler.
    * @param declaredLength `content-length`, or `null` when absent (chunked or no body)
