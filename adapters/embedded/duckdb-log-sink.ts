@@ -41,14 +41,14 @@ export interface DuckDbLogSinkOptions {
   readonly stagingDirectory?: string
 }
 
-/** A `LogRecord` checked and converted to column values, in `REQUEST_LOG_COLUMNS` order. */
+/** A `LogRecord` checked and converted to one JSON line of `request_logs` (keys are the column names; `created_at` in epoch microseconds). */
 interface LogRow {
   readonly id: string
-  readonly traceId: string
-  readonly createdAtMicros: bigint
-  readonly organisationId: string | null
-  readonly workspaceId: string | null
-  readonly apiKeyId: string | null
+  readonly trace_id: string
+  readonly created_at: number
+  readonly organisation_id: string | null
+  readonly workspace_id: string | null
+  readonly api_key_id: string | null
   readonly method: string
   readonly route: string
   readonly path: string
@@ -57,13 +57,13 @@ interface LogRow {
   readonly status: number
   readonly outcome: string
   readonly streaming: boolean
-  readonly latencyMs: number
-  readonly ttfbMs: number | null
-  readonly promptTokens: number | null
-  readonly completionTokens: number | null
-  readonly totalTokens: number | null
-  readonly cachedTokens: number | null
-  readonly errorCode: string | null
+  readonly latency_ms: number
+  readonly ttfb_ms: number | null
+  readonly prompt_tokens: number | null
+  readonly completion_tokens: number | null
+  readonly total_tokens: number | null
+  readonly cached_tokens: number | null
+  readonly error_code: string | null
   readonly metadata: string | null
 }
 
@@ -102,11 +102,11 @@ function toRow(record: LogRecord): LogRow {
   if (status === null) throw new TypeError('status is not an integer')
   return {
     id: required(record.id, 'id'),
-    traceId: required(record.traceId, 'traceId'),
-    createdAtMicros: BigInt(Math.round(finite(record.createdAt, 'createdAt') * 1000)),
-    organisationId: nullableText(record.organisationId),
-    workspaceId: nullableText(record.workspaceId),
-    apiKeyId: nullableText(record.apiKeyId),
+    trace_id: required(record.traceId, 'traceId'),
+    created_at: Math.round(finite(record.createdAt, 'createdAt') * 1000),
+    organisation_id: nullableText(record.organisationId),
+    workspace_id: nullableText(record.workspaceId),
+    api_key_id: nullableText(record.apiKeyId),
     method: required(record.method, 'method'),
     route: required(record.route, 'route'),
     path: required(record.path, 'path'),
@@ -115,13 +115,13 @@ function toRow(record: LogRecord): LogRow {
     status,
     outcome: required(record.outcome, 'outcome'),
     streaming: record.streaming === true,
-    latencyMs: finite(record.latencyMs, 'latencyMs'),
-    ttfbMs: nullableFinite(record.ttfbMs),
-    promptTokens: usage === null ? null : int32(usage.promptTokens),
-    completionTokens: usage === null ? null : int32(usage.completionTokens),
-    totalTokens: usage === null ? null : int32(usage.totalTokens),
-    cachedTokens: usage === null ? null : int32(usage.cachedTokens),
-    errorCode: nullableText(record.errorCode),
+    latency_ms: finite(record.latencyMs, 'latencyMs'),
+    ttfb_ms: nullableFinite(record.ttfbMs),
+    prompt_tokens: usage === null ? null : int32(usage.promptTokens),
+    completion_tokens: usage === null ? null : int32(usage.completionTokens),
+    total_tokens: usage === null ? null : int32(usage.totalTokens),
+    cached_tokens: usage === null ? null : int32(usage.cachedTokens),
+    error_code: nullableText(record.errorCode),
     metadata: record.metadata === null || record.metadata === undefined ? null : JSON.stringify(record.metadata),
   }
 }
@@ -139,32 +139,6 @@ SELECT ${REQUEST_LOG_COLUMNS.map(([name]) => (name === 'created_at' ? 'make_time
 FROM read_json('${file.replaceAll("'", "''")}', format = 'newline_delimited', columns = ${columns})`
 }
 
-function jsonRow(row: LogRow): Record<string, unknown> {
-  return {
-    id: row.id,
-    trace_id: row.traceId,
-    created_at: Number(row.createdAtMicros),
-    organisation_id: row.organisationId,
-    workspace_id: row.workspaceId,
-    api_key_id: row.apiKeyId,
-    method: row.method,
-    route: row.route,
-    path: row.path,
-    provider: row.provider,
-    model: row.model,
-    status: row.status,
-    outcome: row.outcome,
-    streaming: row.streaming,
-    latency_ms: row.latencyMs,
-    ttfb_ms: row.ttfbMs,
-    prompt_tokens: row.promptTokens,
-    completion_tokens: row.completionTokens,
-    total_tokens: row.totalTokens,
-    cached_tokens: row.cachedTokens,
-    error_code: row.errorCode,
-    metadata: row.metadata,
-  }
-}
 
 function optionalNumber(row: SqlRow, column: string): number | null {
   const value = row[column]
@@ -392,7 +366,7 @@ export class DuckDbLogSink implements LogSink {
         const session = this.#open()
         const file = join(this.#stagingDirectory, `.request-logs-${process.pid}-${++this.#batchNumber}.jsonl`)
         let text = ''
-        for (const row of rows) text += `${JSON.stringify(jsonRow(row))}\n`
+        for (const row of rows) text += `${JSON.stringify(row)}\n`
         await writeFile(file, text)
         try {
           await session.run(insertBatchSql(file))
