@@ -174,7 +174,7 @@ export class HttpServer {
       path,
       query,
       headers,
-      clientIp: Buffer.from(res.getRemoteAddressAsText()).toString(),
+      clientIp: route.group === 'admin' ? Buffer.from(res.getRemoteAddressAsText()).toString() : null,
       route,
       params,
       signal: abort,
