@@ -242,9 +242,17 @@ function transformed(ctx: RequestContext, events: ReturnType<SseParser['push']>,
   return out
 }
 
+/**
+ * The last `TAIL_BYTES` of the body, always as a fresh copy: the chunks are slices of the socket's
+ * read buffers, and keeping a slice alive keeps its whole backing store alive (measured: retaining
+ * them made V8 run a full mark-compact every ~0.4 s under streaming load).
+ */
 function tailOf(previous: Buffer | null, last: Buffer | null): Buffer | null {
   if (last === null) return null
-  if (last.length >= TAIL_BYTES || previous === null) return last.length > TAIL_BYTES ? last.subarray(last.length - TAIL_BYTES) : last
-  const joined = Buffer.concat([previous, last])
-  return joined.length > TAIL_BYTES ? joined.subarray(joined.length - TAIL_BYTES) : joined
+  const fromLast = Math.min(last.length, TAIL_BYTES)
+  const fromPrevious = previous === null ? 0 : Math.min(previous.length, TAIL_BYTES - fromLast)
+  const tail = Buffer.allocUnsafeSlow(fromPrevious + fromLast)
+  if (previous !== null && fromPrevious > 0) previous.copy(tail, 0, previous.length - fromPrevious)
+  last.copy(tail, fromPrevious, last.length - fromLast)
+  return tail
 }
