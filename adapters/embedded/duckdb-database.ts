@@ -3,7 +3,7 @@
  *
  * A DuckDB connection must not run two transactions at once, so every adapter opens its own
  * `DuckDbSession` (one connection) and each session runs its work strictly one item at a time: a
- * statement, an append or a whole transaction. Different sessions run in parallel; DuckDB's MVCC
+ * statement or a whole transaction. Different sessions run in parallel; DuckDB's MVCC
  * keeps them apart.
  *
  * Lifecycle: `start()` is idempotent, so each adapter awaits it in its own `start()` and the
@@ -19,7 +19,7 @@ import {
   listValue,
   timestampValue,
 } from '@duckdb/node-api'
-import type { DuckDBAppender, DuckDBConnection, DuckDBType, DuckDBValue, JS } from '@duckdb/node-api'
+import type { DuckDBConnection, DuckDBType, DuckDBValue, JS } from '@duckdb/node-api'
 import type { HealthStatus, Service } from '../../core/ports.js'
 
 export interface DuckDbDatabaseOptions {
@@ -49,11 +49,6 @@ export interface DuckDbExecutor {
   query(sql: string, params?: readonly SqlParam[]): Promise<SqlRow[]>
   /** Runs one statement, ignoring any rows. */
   run(sql: string, params?: readonly SqlParam[]): Promise<void>
-  /**
-   * Appends rows to `table` with a DuckDB appender; `write` must only call `append*`/`endRow`.
-   * The rows become visible together when the appender flushes (or with the enclosing transaction).
-   */
-  append(table: string, write: (appender: DuckDBAppender) => void): Promise<void>
 }
 
 const VARCHAR_LIST = LIST(VARCHAR)
@@ -92,16 +87,6 @@ async function execute(connection: DuckDBConnection, sql: string, params: readon
   return reader.getRowObjectsJS()
 }
 
-async function appendRows(connection: DuckDBConnection, table: string, write: (appender: DuckDBAppender) => void): Promise<void> {
-  const appender = await connection.createAppender(table)
-  try {
-    write(appender)
-    appender.flushSync()
-  } finally {
-    appender.closeSync()
-  }
-}
-
 /**
  * Runs statements on a connection whose turn is held by an open transaction. Records a failed
  * statement: DuckDB aborts the transaction on the first error and a later `COMMIT` then rolls
@@ -125,7 +110,6 @@ function transactionExecutor(connection: DuckDBConnection): { executor: DuckDbEx
       run: async (sql, params) => {
         await guard(() => execute(connection, sql, params))
       },
-      append: (table, write) => guard(() => appendRows(connection, table, write)),
     },
     finish: () => {
       open = false
@@ -159,10 +143,6 @@ export class DuckDbSession implements DuckDbExecutor {
 
   async run(sql: string, params?: readonly SqlParam[]): Promise<void> {
     await this.#serialise(() => execute(this.#connection, sql, params))
-  }
-
-  append(table: string, write: (appender: DuckDBAppender) => void): Promise<void> {
-    return this.#serialise(() => appendRows(this.#connection, table, write))
   }
 
   /**

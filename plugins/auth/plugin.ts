@@ -28,6 +28,8 @@ interface CacheEntry {
   /** `null` remembers an unknown key. */
   readonly record: ApiKeyRecord | null
   readonly principal: Principal | null
+  /** `record.expiresAt` parsed once (epoch ms; `Infinity` when the key never expires). */
+  readonly expiresAtMs: number
   readonly freshUntil: number
 }
 
@@ -104,6 +106,7 @@ export class AuthPlugin implements GatewayPlugin {
     const entry: CacheEntry = {
       record,
       principal: record === null ? null : principalOf(record, credentialHeader),
+      expiresAtMs: record?.expiresAt == null ? Number.POSITIVE_INFINITY : Date.parse(record.expiresAt),
       freshUntil: now + (record === null ? this.#config.negativeCacheTtlMs : this.#config.cacheTtlMs),
     }
     this.#remember(hash, entry)
@@ -113,8 +116,7 @@ export class AuthPlugin implements GatewayPlugin {
   #admit(ctx: RequestContext, entry: CacheEntry, credentialHeader: Principal['credentialHeader'], now: number): GatewayError | undefined {
     const { record, principal } = entry
     if (record === null || principal === null) return INVALID_KEY
-    if (record.expiresAt !== null && Date.parse(record.expiresAt) <= now) return gatewayError(ERRORS.GW_AUTH_KEY_EXPIRED)
-    if (record.status === 'expired') return gatewayError(ERRORS.GW_AUTH_KEY_EXPIRED)
+    if (entry.expiresAtMs <= now || record.status === 'expired') return gatewayError(ERRORS.GW_AUTH_KEY_EXPIRED)
     ctx.principal = principal.credentialHeader === credentialHeader ? principal : { ...principal, credentialHeader }
     return undefined
   }

@@ -119,6 +119,24 @@ describe('data plane through the openai client', () => {
     expect((failure as InstanceType<typeof OpenAI.BadRequestError>).message).toContain('model not found')
   })
 
+  it('refuses a key once it expires, also while it is cached', async () => {
+    const workspace = await gw.admin('POST', '/v1/admin/workspaces', { name: 'expiring' })
+    const expiresAt = new Date(Date.now() + 1500).toISOString()
+    const created = await gw.admin('POST', '/v1/api-keys/workspace/service', { name: 'short', workspace_id: workspace.body.id, scopes: ['completions.write'], expires_at: expiresAt })
+    expect(created.status).toBe(200)
+    const call = () =>
+      fetch(`${gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-gateway-api-key': created.body.key, 'x-gateway-provider': 'openai', 'x-gateway-custom-host': mock.url },
+        body: JSON.stringify({ model: 'gpt-4o-mini', messages: [] }),
+      })
+    expect((await call()).status).toBe(200)
+    await new Promise((resolve) => setTimeout(resolve, Date.parse(expiresAt) - Date.now() + 50))
+    const expired = await call()
+    expect(expired.status).toBe(401)
+    expect(((await expired.json()) as { error: { code: string } }).error.code).toBe('GW_AUTH_KEY_EXPIRED')
+  })
+
   it('authenticates with Authorization: Bearer when x-gateway-api-key is absent, and then sends no Authorization upstream', async () => {
     mock.reset()
     const response = await fetch(`${gw.url}/v1/chat/completions`, {

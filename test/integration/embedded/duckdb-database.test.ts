@@ -90,22 +90,6 @@ describe('DuckDbDatabase', () => {
     expect(await count(session)).toBe(20)
   })
 
-  it('appends rows with an appender inside a transaction', async () => {
-    const { session } = await open()
-    await session.transaction((tx) =>
-      tx.append('items', (appender) => {
-        for (let index = 0; index < 3; index += 1) {
-          appender.appendVarchar(`row-${index}`)
-          appender.appendNull()
-          appender.appendNull()
-          appender.appendInteger(index)
-          appender.endRow()
-        }
-      }),
-    )
-    expect(await count(session)).toBe(3)
-  })
-
   it('creates the parent directory, closes open sessions on close, and reopens', async () => {
     const directory = await mkdtemp(join(tmpdir(), 'gw-duckdb-db-'))
     directories.push(directory)
