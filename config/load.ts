@@ -2,6 +2,12 @@
  * Loads the configuration: `config/default.json`, then the overlay file named by `GATEWAY_CONFIG`,
  * then an in-code overlay (tests), then the environment. Objects merge key by key; arrays and
  * scalars replace. Every mistake is a `ConfigError` naming the key.
+ *
+ * Variables that go into the config: `PORT` (server.port); `GATEWAY_BOOTSTRAP_ADMIN_KEY`,
+ * `GATEWAY_JWKS_URL` / `GATEWAY_JWKS` (one of them) and `GATEWAY_PUBLIC_URL` (the auth plugin's
+ * `bootstrap`); `GATEWAY_PUBLIC_URL` again (admin-api's `publicUrl`, the base of invite links).
+ * Variables read into `environment`: `MONGODB_URI`, `REDIS_URL`, `GATEWAY_PUBLIC_URL`,
+ * `GATEWAY_DATA_DIR`, `GATEWAY_ALLOWED_CUSTOM_HOSTS`, `GATEWAY_LOG_LEVEL`.
  */
 import { readFileSync } from 'node:fs'
 import { ConfigError } from '../core/registry.js'
@@ -16,7 +22,7 @@ export interface LoadedConfig {
 }
 
 /** Stores this version cannot use yet: refusing beats silently running on the embedded store. */
-const NOT_YET_SUPPORTED = ['MONGODB_URI', 'REDIS_URL', 'CLICKHOUSE_URL'] as const
+const NOT_YET_SUPPORTED = ['CLICKHOUSE_URL'] as const
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === 'object' && !Array.isArray(value)
@@ -53,12 +59,77 @@ function setPath(target: Record<string, unknown>, path: readonly string[], value
   node[path[path.length - 1] as string] = value
 }
 
+/** The variable's value, or null when unset or empty (an empty variable means "not set"). */
+function optional(env: Environment, name: string): string | null {
+  const value = env[name]
+  return value === undefined || value === '' ? null : value
+}
+
+/**
+ * A store connection string, checked for its scheme only (a MongoDB URI may list several
+ * `host:port` pairs, which a WHATWG URL parser rejects). Messages never echo the value: it
+ * usually carries a password.
+ */
+function storeUrl(env: Environment, name: string, schemes: readonly string[]): string | null {
+  const value = optional(env, name)
+  if (value === null) return null
+  const scheme = schemes.find((candidate) => value.startsWith(candidate))
+  if (scheme === undefined || value.length === scheme.length) {
+    throw new ConfigError(name, `must be a URL starting with ${schemes.join(' or ')} (value not shown: it may hold a password)`)
+  }
+  return value
+}
+
+/** An absolute http(s) URL, or a ConfigError naming `name`. */
+function httpUrl(name: string, value: string): URL {
+  let url: URL
+  try {
+    url = new URL(value)
+  } catch {
+    throw new ConfigError(name, `must be an absolute http:// or https:// URL, got "${value}"`)
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ConfigError(name, `must be an http:// or https:// URL, got "${value}"`)
+  return url
+}
+
+/** `GATEWAY_PUBLIC_URL`: links are built by appending paths, so no query, fragment or credentials; trailing slashes are dropped. */
+function publicUrl(value: string): string {
+  const url = httpUrl('GATEWAY_PUBLIC_URL', value)
+  if (url.search !== '' || url.hash !== '' || url.username !== '' || url.password !== '') {
+    throw new ConfigError('GATEWAY_PUBLIC_URL', 'must be a base URL without query, fragment or credentials')
+  }
+  return url.toString().replace(/\/+$/, '')
+}
+
+/** `GATEWAY_JWKS`: a static JSON Web Key Set, `{"keys":[{...}, ...]}` with at least one key. */
+function staticJwks(value: string): { keys: Array<Record<string, unknown>> } {
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(value)
+  } catch (error) {
+    throw new ConfigError('GATEWAY_JWKS', `is not valid JSON: ${(error as Error).message}`)
+  }
+  if (!isPlainObject(parsed) || !Array.isArray(parsed.keys)) throw new ConfigError('GATEWAY_JWKS', 'must be a JSON Web Key Set: {"keys":[...]}')
+  if (parsed.keys.length === 0) throw new ConfigError('GATEWAY_JWKS', 'holds no keys: every JWT would be refused')
+  if (!parsed.keys.every(isPlainObject)) throw new ConfigError('GATEWAY_JWKS', 'every entry of "keys" must be a JSON object (a JWK)')
+  return parsed as { keys: Array<Record<string, unknown>> }
+}
+
 export function loadConfig(env: Environment, overlay?: unknown): LoadedConfig {
   for (const name of NOT_YET_SUPPORTED) {
-    if (env[name] !== undefined && env[name] !== '') {
-      throw new ConfigError(name, 'this version runs on the embedded stores only (that adapter is not available yet); unset it')
+    if (optional(env, name) !== null) {
+      throw new ConfigError(name, 'this version has no adapter for it yet (logs and analytics use the embedded DuckDB file); unset it')
     }
   }
+  const mongodbUri = storeUrl(env, 'MONGODB_URI', ['mongodb://', 'mongodb+srv://'])
+  const redisUrl = storeUrl(env, 'REDIS_URL', ['redis://', 'rediss://'])
+  const jwksUrlValue = optional(env, 'GATEWAY_JWKS_URL')
+  const jwksValue = optional(env, 'GATEWAY_JWKS')
+  if (jwksUrlValue !== null && jwksValue !== null) {
+    throw new ConfigError('GATEWAY_JWKS', 'GATEWAY_JWKS_URL and GATEWAY_JWKS are both set; use one')
+  }
+  const publicUrlValue = optional(env, 'GATEWAY_PUBLIC_URL')
+  const configuredPublicUrl = publicUrlValue === null ? null : publicUrl(publicUrlValue)
   let raw = structuredClone(defaults) as unknown
   if (env.GATEWAY_CONFIG !== undefined && env.GATEWAY_CONFIG !== '') raw = mergeConfig(raw, readOverlayFile(env.GATEWAY_CONFIG))
   if (overlay !== undefined) raw = mergeConfig(raw, overlay)
@@ -69,17 +140,28 @@ export function loadConfig(env: Environment, overlay?: unknown): LoadedConfig {
     if (!Number.isInteger(port) || port < 0 || port > 65535) throw new ConfigError('PORT', `must be a port number, got "${env.PORT}"`)
     setPath(root, ['server', 'port'], port)
   }
-  const auth = (root.plugins as Record<string, Record<string, unknown>> | undefined)?.auth
+  const plugins = root.plugins as Record<string, Record<string, unknown>> | undefined
+  // Without GATEWAY_PUBLIC_URL, the printed first-start example and invite links point at the port actually used.
+  const localUrl = `http://localhost:${(root.server as { port?: unknown } | undefined)?.port ?? 8787}`
+  const auth = plugins?.auth
   const bootstrap = ((auth?.config as Record<string, unknown> | undefined)?.bootstrap ?? {}) as Record<string, unknown>
-  if (auth !== undefined && bootstrap.publicUrl === undefined) {
-    // The printed first-start example should point at the port actually used.
-    setPath(root, ['plugins', 'auth', 'config', 'bootstrap', 'publicUrl'], `http://localhost:${(root.server as { port?: unknown } | undefined)?.port ?? 8787}`)
+  if (auth !== undefined && (configuredPublicUrl !== null || bootstrap.publicUrl === undefined)) {
+    setPath(root, ['plugins', 'auth', 'config', 'bootstrap', 'publicUrl'], configuredPublicUrl ?? localUrl)
+  }
+  const adminApi = plugins?.['admin-api']
+  if (adminApi !== undefined && (configuredPublicUrl !== null || (adminApi.config as Record<string, unknown> | undefined)?.publicUrl === undefined)) {
+    setPath(root, ['plugins', 'admin-api', 'config', 'publicUrl'], configuredPublicUrl ?? localUrl)
   }
   const adminKey = env.GATEWAY_BOOTSTRAP_ADMIN_KEY
   if (adminKey !== undefined && adminKey !== '') {
     if (adminKey.length < 16) throw new ConfigError('GATEWAY_BOOTSTRAP_ADMIN_KEY', 'must be at least 16 characters')
     setPath(root, ['plugins', 'auth', 'config', 'bootstrap', 'adminKey'], adminKey)
   }
+  if (jwksUrlValue !== null) {
+    httpUrl('GATEWAY_JWKS_URL', jwksUrlValue)
+    setPath(root, ['plugins', 'auth', 'config', 'bootstrap', 'jwksUrl'], jwksUrlValue)
+  }
+  if (jwksValue !== null) setPath(root, ['plugins', 'auth', 'config', 'bootstrap', 'jwks'], staticJwks(jwksValue))
 
   const parsed = gatewayConfigSchema.safeParse(root)
   if (!parsed.success) {
@@ -95,6 +177,9 @@ export function loadConfig(env: Environment, overlay?: unknown): LoadedConfig {
         .map((entry) => entry.trim())
         .filter((entry) => entry.length > 0),
       logLevel: env.GATEWAY_LOG_LEVEL !== undefined && env.GATEWAY_LOG_LEVEL !== '' ? env.GATEWAY_LOG_LEVEL : 'info',
+      mongodbUri,
+      redisUrl,
+      publicUrl: configuredPublicUrl ?? `http://localhost:${parsed.data.server.port}`,
     },
   }
 }

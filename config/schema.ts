@@ -48,4 +48,13 @@ export interface GatewayEnvironment {
   readonly dataDir: string
   readonly allowedCustomHosts: readonly string[]
   readonly logLevel: string
+  /** `MONGODB_URI`: the admin store runs on MongoDB when set, on the embedded DuckDB file otherwise. */
+  readonly mongodbUri: string | null
+  /** `REDIS_URL`: change notifications go through Redis pub/sub when set, stay in process otherwise. */
+  readonly redisUrl: string | null
+  /**
+   * `GATEWAY_PUBLIC_URL`: the base URL clients and browsers reach this gateway at (invite links),
+   * without a trailing slash; `http://localhost:<port>` when unset.
+   */
+  readonly publicUrl: string
 }

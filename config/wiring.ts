@@ -5,6 +5,10 @@
  * `inject` are ever resolved, so an adapter no enabled plugin needs is never constructed or started
  * (turning `log` off means the log store is never opened). Plugins are built here with explicit
  * arguments; they never see the container.
+ *
+ * The environment picks the production adapters: `MONGODB_URI` → MongoDB admin store (else the
+ * embedded DuckDB file), `REDIS_URL` → Redis change notifier (else in process). Service names
+ * carry the technology where there is a choice, so `/readyz` shows which adapter runs.
  */
 import 'reflect-metadata'
 import { join } from 'node:path'
@@ -14,9 +18,11 @@ import { DuckDbAdminStore } from '../adapters/embedded/duckdb-admin-store.js'
 import { DuckDbDatabase } from '../adapters/embedded/duckdb-database.js'
 import { DuckDbLogSink } from '../adapters/embedded/duckdb-log-sink.js'
 import { InProcessChangeNotifier } from '../adapters/memory/in-process-change-notifier.js'
+import { MongoAdminStore } from '../adapters/mongo/mongo-admin-store.js'
 import { connectAddressPolicy, parseAllowList } from '../adapters/providers/custom-host-policy.js'
 import { TableProviderRegistry } from '../adapters/providers/provider-registry.js'
 import { UndiciUpstreamClient } from '../adapters/providers/upstream-client.js'
+import { RedisChangeNotifier } from '../adapters/redis/redis-change-notifier.js'
 import type { PipelineMember } from '../core/pipeline.js'
 import type { GatewayPlugin } from '../core/plugin.js'
 import { AdminStore, ChangeNotifier, Clock, LogSink, Logger, ProviderRegistry, UpstreamClient, type Service, type Token } from '../core/ports.js'
@@ -84,15 +90,28 @@ export function wire(loaded: LoadedConfig): Wiring {
   container.register(DATABASE, {
     useFactory: serviceFactory('embedded-database', () => new DuckDbDatabase({ path: join(environment.dataDir, 'gateway.duckdb') })),
   })
-  container.register(AdminStore, {
-    useFactory: serviceFactory('admin-store', (c) => new DuckDbAdminStore(c.resolve<DuckDbDatabase>(DATABASE))),
-  })
+  const { mongodbUri, redisUrl } = environment
+  // Service names tell /readyz which adapter runs. The embedded admin store keeps the plain
+  // 'admin-store' name: it sits next to 'embedded-database', and test/e2e/lifecycle.test.ts checks it.
+  if (mongodbUri !== null) {
+    container.register(AdminStore, { useFactory: serviceFactory('mongo-admin-store', () => new MongoAdminStore({ uri: mongodbUri })) })
+  } else {
+    container.register(AdminStore, {
+      useFactory: serviceFactory('admin-store', (c) => new DuckDbAdminStore(c.resolve<DuckDbDatabase>(DATABASE))),
+    })
+  }
   container.register(LogSink, {
     useFactory: serviceFactory('log-sink', (c) => new DuckDbLogSink(c.resolve<DuckDbDatabase>(DATABASE), { ...config.logSink, logger })),
   })
-  container.register(ChangeNotifier, {
-    useFactory: serviceFactory('change-notifier', () => new InProcessChangeNotifier({ logger })),
-  })
+  if (redisUrl !== null) {
+    container.register(ChangeNotifier, {
+      useFactory: serviceFactory('redis-change-notifier', () => new RedisChangeNotifier({ url: redisUrl, logger })),
+    })
+  } else {
+    container.register(ChangeNotifier, {
+      useFactory: serviceFactory('in-process-change-notifier', () => new InProcessChangeNotifier({ logger })),
+    })
+  }
   container.register(ProviderRegistry, {
     useFactory: instanceCachingFactory(() => new TableProviderRegistry({ allowedCustomHosts: environment.allowedCustomHosts })),
   })

@@ -55,6 +55,20 @@ export interface Usage {
 /** A parsed JSON object body. */
 export type JsonObject = Record<string, unknown>
 
+/** See `RequestContext.adminAction`. */
+export interface AdminActionNote {
+  /** The entry was stored with the change; the audit plugin must not store another. */
+  audited: boolean
+  /** Workspace UUID the action touched. */
+  workspaceId: string | null
+  /** Id of the resource acted on (e.g. a created key). */
+  resourceId: string | null
+  /** The acting user of an unauthenticated action (invite acceptance). */
+  userId: string | null
+  /** Organisation of an unauthenticated action. */
+  organisationId: string | null
+}
+
 /** How the exchange with the client ended. */
 export type Outcome = 'completed' | 'errored' | 'aborted'
 
@@ -153,6 +167,11 @@ export class RequestContext {
   outcome: Outcome | null = null
   /** The last bytes of the response body (at most 16 KiB), for usage extraction. written by: core */
   responseTail: Buffer | null = null
+  /**
+   * What an Admin API action did, for the audit log: whether its entry is already stored (with the
+   * change, in one transaction) and which workspace and resource it touched. written by: admin-api
+   */
+  adminAction: AdminActionNote | null = null
 
   constructor(init: {
     requestId: string

@@ -20,6 +20,7 @@ export const ERROR_TYPES = [
   'permission_error',
   'not_found_error',
   'conflict_error',
+  'gone_error',
   'rate_limit_error',
   'budget_exceeded_error',
   'timeout_error',
@@ -67,6 +68,8 @@ export const ERRORS = {
   GW_AUTH_KEY_MISSING: defineError('GW_AUTH_KEY_MISSING', 401, 'authentication_error', 'AB05', 'Missing API key: send it in x-gateway-api-key'),
   GW_AUTH_KEY_INVALID: defineError('GW_AUTH_KEY_INVALID', 401, 'authentication_error', 'AB05', 'Invalid API key'),
   GW_AUTH_KEY_EXPIRED: defineError('GW_AUTH_KEY_EXPIRED', 401, 'authentication_error', 'AB05', 'The API key has expired'),
+  GW_AUTH_TOKEN_INVALID: defineError('GW_AUTH_TOKEN_INVALID', 401, 'authentication_error', 'AB05', 'Invalid token'),
+  GW_AUTH_TOKEN_EXPIRED: defineError('GW_AUTH_TOKEN_EXPIRED', 401, 'authentication_error', 'AB05', 'The token has expired'),
   GW_AUTH_UNAVAILABLE: defineError('GW_AUTH_UNAVAILABLE', 503, 'service_unavailable_error', 'AB04', 'Authentication is temporarily unavailable'),
   // Authorisation
   GW_SCOPE_MISSING: defineError('GW_SCOPE_MISSING', 403, 'permission_error', 'AB03', 'You do not have enough permissions to execute this request'),
@@ -75,6 +78,10 @@ export const ERRORS = {
   // Admin API
   GW_ADMIN_VALIDATION: defineError('GW_ADMIN_VALIDATION', 400, 'invalid_request_error', 'AB01', 'Validation failed'),
   GW_ADMIN_NOT_FOUND: defineError('GW_ADMIN_NOT_FOUND', 404, 'not_found_error', 'AB08', 'Resource not found'),
+  GW_ADMIN_FORBIDDEN: defineError('GW_ADMIN_FORBIDDEN', 403, 'permission_error', 'AB03', 'Your role does not allow this operation'),
+  GW_ADMIN_DEPENDANTS: defineError('GW_ADMIN_DEPENDANTS', 409, 'conflict_error', 'AB07', 'Unable to delete: the resource still has dependants'),
+  GW_ADMIN_STALE: defineError('GW_ADMIN_STALE', 409, 'conflict_error', 'AB07', 'The resource was changed by another request: read it again and retry'),
+  GW_ADMIN_GONE: defineError('GW_ADMIN_GONE', 410, 'gone_error', 'AB08', 'This invite can no longer be used'),
   GW_ADMIN_CONFLICT: defineError('GW_ADMIN_CONFLICT', 409, 'conflict_error', 'AB07', 'The resource already exists'),
   // Upstream
   GW_UPSTREAM_UNREACHABLE: defineError('GW_UPSTREAM_UNREACHABLE', 502, 'upstream_error', 'AB04', 'The provider could not be reached'),

@@ -170,7 +170,12 @@ export class Pipeline {
     const body = await exchange.readBody()
     if (body instanceof GatewayError) return body
     ctx.rawBody = body
-    if (ctx.route.body !== 'json') return undefined
+    const mode = ctx.route.body
+    if (mode !== 'json' && mode !== 'json-optional') return undefined
+    if (mode === 'json-optional' && body.length === 0) {
+      ctx.body = {}
+      return undefined
+    }
     let parsed: unknown
     try {
       parsed = JSON.parse(body.toString('utf8'))

@@ -6,7 +6,28 @@
  * Every adapter is a `Service`: `start()` is awaited at boot before the first request, `close()` at
  * shutdown after in-flight requests drained, `health()` backs `/readyz`.
  */
-import type { ApiKeyType, Usage } from './context.js'
+import type {
+  ApiKeyFilter,
+  ApiKeyRecord,
+  AuditEntry,
+  AuditFilter,
+  BootstrapSeed,
+  InviteFilter,
+  InviteRecord,
+  InviteState,
+  MemberFilter,
+  OrganisationRecord,
+  PageRequest,
+  Paged,
+  UserFilter,
+  UserRecord,
+  WorkspaceDependants,
+  WorkspaceFilter,
+  WorkspaceMemberRecord,
+  WorkspaceMemberWithUser,
+  WorkspaceRecord,
+} from './admin-records.js'
+import type { Usage } from './context.js'
 import type { GatewayError } from './errors.js'
 
 /** A typed injection token. The phantom field carries the type; it never exists at runtime. */
@@ -44,84 +65,100 @@ export const Logger = token<Logger>('Logger')
 // ---------------------------------------------------------------------------------------------
 // Admin store
 
-export type OrganisationRole = 'owner' | 'admin' | 'member'
+export type * from './admin-records.js'
 
-export interface OrganisationRecord {
-  readonly id: string
-  readonly name: string
-  readonly createdAt: string
-}
+/**
+ * The writes of one admin action, bound to one transaction (see `AdminStore.write`). Updates are
+ * optimistic: they apply only when the stored row still has the `lastUpdatedAt` (or invite state)
+ * the caller read, and return `false` otherwise, so concurrent edits are never silently merged.
+ * Uniqueness violations reject with `GW_ADMIN_CONFLICT` naming the field.
+ */
+export interface AdminWriter {
+  updateOrganisation(organisation: OrganisationRecord): Promise<void>
 
-export interface UserRecord {
-  readonly id: string
-  readonly organisationId: string
-  readonly email: string
-  readonly firstName: string
-  readonly lastName: string
-  readonly role: OrganisationRole
-  readonly createdAt: string
-}
+  insertUser(user: UserRecord): Promise<void>
+  updateUser(user: UserRecord, expectedLastUpdatedAt: string): Promise<boolean>
+  /** Deletes the user, their memberships and their `workspace-user` keys; returns those keys. */
+  deleteUser(organisationId: string, userId: string): Promise<readonly ApiKeyRecord[]>
 
-export interface WorkspaceRecord {
-  /** UUID. */
-  readonly id: string
-  /** Unique per organisation, e.g. `ws-default-3f9a1c`; accepted wherever an id is. */
-  readonly slug: string
-  readonly organisationId: string
-  readonly name: string
-  readonly description: string | null
-  readonly createdAt: string
-  readonly lastUpdatedAt: string
-}
+  insertWorkspace(workspace: WorkspaceRecord): Promise<void>
+  updateWorkspace(workspace: WorkspaceRecord, expectedLastUpdatedAt: string): Promise<boolean>
+  /**
+   * Deletes the workspace with its memberships and every dependant (API keys, and the virtual keys
+   * and configs of later issues). Returns the deleted API keys (their caches must be evicted).
+   */
+  deleteWorkspace(organisationId: string, workspaceId: string): Promise<readonly ApiKeyRecord[]>
 
-export type ApiKeyStatus = 'active' | 'exhausted' | 'expired'
+  /** Adds a membership; an existing (workspace, user) pair is a conflict on `userId`. */
+  insertMember(member: WorkspaceMemberRecord): Promise<void>
+  updateMember(member: WorkspaceMemberRecord, expectedLastUpdatedAt: string): Promise<boolean>
+  /** Returns whether a membership was removed. */
+  deleteMember(workspaceId: string, userId: string): Promise<boolean>
 
-export interface ApiKeyRecord {
-  readonly id: string
-  /** Hex SHA-256 of the secret; the secret itself is never stored. */
-  readonly keyHash: string
-  /** Display form of the secret, e.g. `gw********xyz`. */
-  readonly maskedKey: string
-  readonly name: string
-  readonly description: string | null
-  readonly type: ApiKeyType
-  readonly organisationId: string
-  /** Workspace UUID; `null` for organisation keys. */
-  readonly workspaceId: string | null
-  readonly userId: string | null
-  readonly scopes: readonly string[]
-  readonly status: ApiKeyStatus
-  /** ISO 8601, or `null` for keys that never expire. */
-  readonly expiresAt: string | null
-  readonly creationMode: 'api' | 'auto' | 'ui'
-  readonly createdAt: string
-  readonly lastUpdatedAt: string
-}
+  insertInvite(invite: InviteRecord): Promise<void>
+  /** Applies only while the stored invite is still in `expectedState`. */
+  updateInvite(invite: InviteRecord, expectedState: InviteState): Promise<boolean>
 
-/** What the first start writes, all or nothing. */
-export interface BootstrapSeed {
-  readonly organisation: OrganisationRecord
-  readonly owner: UserRecord
-  readonly workspace: WorkspaceRecord
-  readonly adminKey: ApiKeyRecord
+  insertApiKey(key: ApiKeyRecord): Promise<void>
+  updateApiKey(key: ApiKeyRecord, expectedLastUpdatedAt: string): Promise<boolean>
+  /** Returns the deleted key, or `null` when there was none. */
+  deleteApiKey(organisationId: string, keyId: string): Promise<ApiKeyRecord | null>
 }
 
 /**
- * Organisations, users, workspaces and API keys. Writes that break a uniqueness rule (slug per
- * organisation, key hash) reject with a `GatewayError` of `GW_ADMIN_CONFLICT`; a store that cannot
- * be reached rejects with any other error (callers fail closed).
+ * Organisations, users, workspaces, members, invites, API keys and the audit log (API.md §5).
+ * Every read is scoped by organisation. Writes go through `write`, which stores the action's audit
+ * entry in the same transaction: an admin action and its audit entry succeed or fail together.
+ * A store that cannot be reached rejects with an error that is not a `GatewayError` (callers fail
+ * closed).
  */
 export interface AdminStore extends Service {
+  /**
+   * Runs `work` in one transaction and inserts `audit` in it. If `work` rejects (or returns and the
+   * commit fails), nothing of it is kept and the rejection propagates; the caller then records the
+   * refusal with `recordAudit`. Once a writer operation has failed, the transaction is lost: the
+   * whole `write` rejects even if `work` caught the error. `work` may run more than once (MongoDB
+   * retries transient transaction errors), so it must have no effects outside the writer.
+   */
+  write<T>(audit: AuditEntry, work: (writer: AdminWriter) => Promise<T>): Promise<T>
+  /** Stores an audit entry on its own (refused or failed actions). */
+  recordAudit(entry: AuditEntry): Promise<void>
+  listAuditEntries(organisationId: string, filter: AuditFilter, page: PageRequest): Promise<Paged<AuditEntry>>
+
   /** The organisation of a single-organisation deployment: the oldest one, or `null` before bootstrap. */
   findFirstOrganisation(): Promise<OrganisationRecord | null>
+  findOrganisation(organisationId: string): Promise<OrganisationRecord | null>
   /** Writes the bootstrap records in one transaction. */
   bootstrap(seed: BootstrapSeed): Promise<void>
-  findApiKeyByHash(keyHash: string): Promise<ApiKeyRecord | null>
-  insertApiKey(key: ApiKeyRecord): Promise<void>
-  insertWorkspace(workspace: WorkspaceRecord): Promise<void>
-  /** Finds a workspace of the organisation by UUID or slug. */
-  findWorkspace(organisationId: string, idOrSlug: string): Promise<WorkspaceRecord | null>
+
   findUser(organisationId: string, userId: string): Promise<UserRecord | null>
+  /** `email` lower-cased. */
+  findUserByEmail(organisationId: string, email: string): Promise<UserRecord | null>
+  /** Ordered by `createdAt`, then id. */
+  listUsers(organisationId: string, filter: UserFilter, page: PageRequest): Promise<Paged<UserRecord>>
+
+  /** Finds a workspace of the organisation by UUID or slug (an id match wins). */
+  findWorkspace(organisationId: string, idOrSlug: string): Promise<WorkspaceRecord | null>
+  /** Ordered by `createdAt`, then id. */
+  listWorkspaces(organisationId: string, filter: WorkspaceFilter, page: PageRequest): Promise<Paged<WorkspaceRecord>>
+  workspaceDependants(organisationId: string, workspaceId: string): Promise<WorkspaceDependants>
+
+  findMember(workspaceId: string, userId: string): Promise<WorkspaceMemberWithUser | null>
+  /** Ordered by membership `createdAt`, then user id. */
+  listMembers(workspaceId: string, filter: MemberFilter, page: PageRequest): Promise<Paged<WorkspaceMemberWithUser>>
+  /** Every membership of a user, ordered by workspace `createdAt`. */
+  listMembershipsOfUser(organisationId: string, userId: string): Promise<readonly WorkspaceMemberRecord[]>
+
+  findInvite(organisationId: string, inviteId: string): Promise<InviteRecord | null>
+  findInviteByTokenHash(tokenHash: string): Promise<InviteRecord | null>
+  /** `now` (ISO 8601) decides which pending invites count as `expired` for the status filter. Newest first. */
+  listInvites(organisationId: string, filter: InviteFilter, page: PageRequest, now: string): Promise<Paged<InviteRecord>>
+
+  /** The key whose current or previous (rotated-out) secret has this hash. */
+  findApiKeyByHash(keyHash: string): Promise<ApiKeyRecord | null>
+  findApiKey(organisationId: string, keyId: string): Promise<ApiKeyRecord | null>
+  /** Ordered by `createdAt`, then id. */
+  listApiKeys(organisationId: string, filter: ApiKeyFilter, page: PageRequest): Promise<Paged<ApiKeyRecord>>
 }
 export const AdminStore = token<AdminStore>('AdminStore')
 
@@ -283,8 +320,13 @@ export interface ChangeNotifier extends Service {
 }
 export const ChangeNotifier = token<ChangeNotifier>('ChangeNotifier')
 
-/** Channels in use. `apiKeys` messages are a key hash, or `*` to drop every cached key. */
-export const CHANGE_CHANNELS = { apiKeys: 'api-keys' } as const
+/**
+ * Channels in use. `apiKeys` messages are a key hash; `organisations` messages are an
+ * organisation id (its JWT settings changed); `workspaces` messages are a workspace UUID (renamed,
+ * limits changed or deleted). On every channel the message `*` means "drop everything cached" (sent
+ * e.g. after a notifier reconnects, when messages may have been missed).
+ */
+export const CHANGE_CHANNELS = { apiKeys: 'api-keys', organisations: 'organisations', workspaces: 'workspaces' } as const
 
 // ---------------------------------------------------------------------------------------------
 // Clock

@@ -16,8 +16,21 @@ export type HttpMethod = (typeof HTTP_METHODS)[number]
 export const ROUTE_GROUPS = ['inference', 'passthrough', 'admin'] as const
 export type RouteGroup = (typeof ROUTE_GROUPS)[number]
 
-/** How a route's request body is read: parsed JSON, raw bytes, or not at all. */
-export type BodyMode = 'json' | 'raw' | 'none'
+/**
+ * How a route's request body is read: parsed JSON, JSON that may be absent (an empty body reads as
+ * `{}`), raw bytes, or not at all.
+ */
+export type BodyMode = 'json' | 'json-optional' | 'raw' | 'none'
+
+/** What an audited (state-changing) Admin API route does, for its audit entry. */
+export interface AuditAction {
+  /** `workspace`, `workspace_user`, `user`, `invite`, `api_key`, `organisation`. */
+  readonly resourceType: string
+  /** `create`, `update`, `delete`, `rotate`, `resend`, `accept`. */
+  readonly action: string
+  /** The path parameter naming the resource acted on, if any. */
+  readonly resourceParam: string | null
+}
 
 export interface RouteSpec {
   /** Stable id, used in logs and by terminal plugins to pick a handler (`chat.completions`, `admin.workspaces.create`). */
@@ -33,6 +46,10 @@ export interface RouteSpec {
   readonly scopes: readonly string[]
   /** Only organisation (Admin API) keys may call it. */
   readonly adminKeyOnly: boolean
+  /** Served without authentication (the invite link, the OpenAPI document). */
+  readonly public: boolean
+  /** Set on state-changing Admin API routes: every call is written to the audit log. */
+  readonly audit: AuditAction | null
   /** For data-plane routes: the path sent upstream, relative to the provider base URL. */
   readonly upstreamPath: string | null
 }
@@ -54,6 +71,8 @@ function dataRoute(id: string, method: HttpMethod, path: string, body: BodyMode,
     bodyLimit,
     scopes,
     adminKeyOnly: false,
+    public: false,
+    audit: null,
     upstreamPath: path.slice('/v1'.length),
   })
 }
@@ -90,17 +109,28 @@ function passthrough(method: HttpMethod, body: BodyMode): RouteSpec {
     bodyLimit: 'upload',
     scopes: COMPLETIONS,
     adminKeyOnly: false,
+    public: false,
+    audit: null,
     upstreamPath: null,
   })
 }
 
-function adminRoute(
-  id: string,
-  method: HttpMethod,
-  pattern: string,
-  scopes: readonly string[],
-  options: { adminKeyOnly?: boolean; body?: BodyMode } = {},
-): RouteSpec {
+interface AdminRouteOptions {
+  readonly adminKeyOnly?: boolean
+  readonly public?: boolean
+  readonly body?: BodyMode
+  /** `resourceType.action[:param]` for audited routes, e.g. `workspace.update:workspaceId`. */
+  readonly audit?: string
+}
+
+function parseAudit(text: string): AuditAction {
+  const [what, resourceParam] = text.split(':')
+  const [resourceType, action] = (what ?? '').split('.')
+  if (resourceType === undefined || action === undefined) throw new Error(`bad audit spec "${text}"`)
+  return Object.freeze({ resourceType, action, resourceParam: resourceParam ?? null })
+}
+
+function adminRoute(id: string, method: HttpMethod, pattern: string, scopes: readonly string[], options: AdminRouteOptions = {}): RouteSpec {
   return Object.freeze({
     id,
     group: 'admin',
@@ -110,18 +140,79 @@ function adminRoute(
     bodyLimit: 'json',
     scopes,
     adminKeyOnly: options.adminKeyOnly ?? false,
+    public: options.public ?? false,
+    audit: options.audit === undefined ? null : parseAudit(options.audit),
     upstreamPath: null,
   })
 }
 
-/** Admin API routes (API.md §5) served by the admin-api plugin. */
+/** The scope of each API key type for one action (`list`, `read`, ...), in key-type order. */
+function apiKeyScopes(action: string): readonly string[] {
+  return [`organisation_service_api_keys.${action}`, `workspace_service_api_keys.${action}`, `workspace_user_api_keys.${action}`]
+}
+
+const ADMIN_ONLY = { adminKeyOnly: true } as const
+
+/**
+ * Admin API routes (API.md §5) served by the admin-api plugin. Order matters where two patterns
+ * match one path: `/admin/users/invites` is listed before `/admin/users/:userId`. Routes on API
+ * keys admit the scope of any key type; the handler then requires the one of the key acted on.
+ */
 export const ADMIN_ROUTES: readonly RouteSpec[] = [
-  adminRoute('admin.organisation.get', 'GET', '/v1/admin/organisation', ['organisation_settings.read'], { adminKeyOnly: true }),
-  adminRoute('admin.workspaces.create', 'POST', '/v1/admin/workspaces', ['workspaces.create'], { adminKeyOnly: true }),
+  adminRoute('admin.organisation.get', 'GET', '/v1/admin/organisation', ['organisation_settings.read'], ADMIN_ONLY),
+  adminRoute('admin.organisation.jwt.get', 'GET', '/v1/admin/organisation/jwt', ['organisation_settings.read'], ADMIN_ONLY),
+  adminRoute('admin.organisation.jwt.update', 'PUT', '/v1/admin/organisation/jwt', ['organisation_settings.update'], { ...ADMIN_ONLY, audit: 'organisation.update' }),
+  adminRoute('admin.organisation.jwt.delete', 'DELETE', '/v1/admin/organisation/jwt', ['organisation_settings.update'], { ...ADMIN_ONLY, audit: 'organisation.update' }),
+
+  adminRoute('admin.workspaces.create', 'POST', '/v1/admin/workspaces', ['workspaces.create'], { ...ADMIN_ONLY, audit: 'workspace.create' }),
+  adminRoute('admin.workspaces.list', 'GET', '/v1/admin/workspaces', ['workspaces.list']),
   adminRoute('admin.workspaces.get', 'GET', '/v1/admin/workspaces/:workspaceId', ['workspaces.read']),
-  adminRoute('api-keys.organisation-service.create', 'POST', '/v1/api-keys/organisation/service', ['organisation_service_api_keys.create'], { adminKeyOnly: true }),
-  adminRoute('api-keys.workspace-service.create', 'POST', '/v1/api-keys/workspace/service', ['workspace_service_api_keys.create']),
-  adminRoute('api-keys.workspace-user.create', 'POST', '/v1/api-keys/workspace/user', ['workspace_user_api_keys.create']),
+  adminRoute('admin.workspaces.update', 'PUT', '/v1/admin/workspaces/:workspaceId', ['workspaces.update'], { audit: 'workspace.update:workspaceId' }),
+  adminRoute('admin.workspaces.delete', 'DELETE', '/v1/admin/workspaces/:workspaceId', ['workspaces.delete'], {
+    ...ADMIN_ONLY,
+    body: 'json-optional',
+    audit: 'workspace.delete:workspaceId',
+  }),
+  adminRoute('admin.workspaces.members.add', 'POST', '/v1/admin/workspaces/:workspaceId/users', ['workspace_users.create'], { audit: 'workspace_user.create:workspaceId' }),
+  adminRoute('admin.workspaces.members.list', 'GET', '/v1/admin/workspaces/:workspaceId/users', ['workspace_users.list']),
+  adminRoute('admin.workspaces.members.get', 'GET', '/v1/admin/workspaces/:workspaceId/users/:userId', ['workspace_users.read']),
+  adminRoute('admin.workspaces.members.update', 'PUT', '/v1/admin/workspaces/:workspaceId/users/:userId', ['workspace_users.update'], { audit: 'workspace_user.update:userId' }),
+  adminRoute('admin.workspaces.members.delete', 'DELETE', '/v1/admin/workspaces/:workspaceId/users/:userId', ['workspace_users.delete'], { audit: 'workspace_user.delete:userId' }),
+
+  adminRoute('admin.invites.create', 'POST', '/v1/admin/users/invites', ['organisation_users.create'], { ...ADMIN_ONLY, audit: 'invite.create' }),
+  adminRoute('admin.invites.list', 'GET', '/v1/admin/users/invites', ['organisation_users.list'], ADMIN_ONLY),
+  adminRoute('admin.invites.get', 'GET', '/v1/admin/users/invites/:inviteId', ['organisation_users.read'], ADMIN_ONLY),
+  adminRoute('admin.invites.delete', 'DELETE', '/v1/admin/users/invites/:inviteId', ['organisation_users.delete'], { ...ADMIN_ONLY, audit: 'invite.delete:inviteId' }),
+  adminRoute('admin.invites.resend', 'POST', '/v1/admin/users/invites/:inviteId/resend', ['organisation_users.create'], {
+    ...ADMIN_ONLY,
+    body: 'json-optional',
+    audit: 'invite.resend:inviteId',
+  }),
+  adminRoute('admin.users.list', 'GET', '/v1/admin/users', ['organisation_users.list'], ADMIN_ONLY),
+  adminRoute('admin.users.get', 'GET', '/v1/admin/users/:userId', ['organisation_users.read'], ADMIN_ONLY),
+  adminRoute('admin.users.update', 'PUT', '/v1/admin/users/:userId', ['organisation_users.update'], { ...ADMIN_ONLY, audit: 'user.update:userId' }),
+  adminRoute('admin.users.delete', 'DELETE', '/v1/admin/users/:userId', ['organisation_users.delete'], { ...ADMIN_ONLY, audit: 'user.delete:userId' }),
+
+  adminRoute('invites.show', 'GET', '/v1/invites/:token', [], { public: true }),
+  adminRoute('invites.accept', 'POST', '/v1/invites/:token', [], { public: true, audit: 'invite.accept' }),
+
+  adminRoute('api-keys.organisation-service.create', 'POST', '/v1/api-keys/organisation/service', ['organisation_service_api_keys.create'], {
+    ...ADMIN_ONLY,
+    audit: 'api_key.create',
+  }),
+  adminRoute('api-keys.workspace-service.create', 'POST', '/v1/api-keys/workspace/service', ['workspace_service_api_keys.create'], { audit: 'api_key.create' }),
+  adminRoute('api-keys.workspace-user.create', 'POST', '/v1/api-keys/workspace/user', ['workspace_user_api_keys.create'], { audit: 'api_key.create' }),
+  adminRoute('api-keys.list', 'GET', '/v1/api-keys', apiKeyScopes('list')),
+  adminRoute('api-keys.get', 'GET', '/v1/api-keys/:apiKeyId', apiKeyScopes('read')),
+  adminRoute('api-keys.update', 'PUT', '/v1/api-keys/:apiKeyId', apiKeyScopes('update'), { audit: 'api_key.update:apiKeyId' }),
+  adminRoute('api-keys.delete', 'DELETE', '/v1/api-keys/:apiKeyId', apiKeyScopes('delete'), { audit: 'api_key.delete:apiKeyId' }),
+  adminRoute('api-keys.rotate', 'POST', '/v1/api-keys/:apiKeyId/rotate', [...apiKeyScopes('rotate'), ...apiKeyScopes('update')], {
+    body: 'json-optional',
+    audit: 'api_key.rotate:apiKeyId',
+  }),
+
+  adminRoute('audit-logs.list', 'GET', '/v1/audit-logs', ['audit_logs.list'], ADMIN_ONLY),
+  adminRoute('openapi.get', 'GET', '/v1/openapi.json', [], { public: true }),
 ]
 
 interface CompiledPattern {

@@ -4,6 +4,7 @@
  */
 import type { PluginDefinition } from '../core/plugin.js'
 import { adminApi } from './admin-api/index.js'
+import { audit } from './audit/index.js'
 import { auth } from './auth/index.js'
 import { forward } from './forward/index.js'
 import { log } from './log/index.js'
@@ -15,4 +16,5 @@ export const PLUGIN_CATALOGUE: readonly PluginDefinition[] = [
   forward,
   log,
   adminApi,
+  audit,
 ] as readonly PluginDefinition[]

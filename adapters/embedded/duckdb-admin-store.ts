@@ -1,284 +1,414 @@
 /**
- * `AdminStore` on the embedded DuckDB file (see duckdb-schema.ts for the tables).
+ * `AdminStore` on the embedded DuckDB file. Tables: duckdb-schema.ts (created and migrated on start
+ * by duckdb-admin-migrations.ts); record ↔ row conversions: duckdb-admin-rows.ts; the writes of one
+ * transaction: duckdb-admin-writer.ts.
  *
- * All statements go through one session, so writes never interleave inside a transaction and a
- * burst of concurrent inserts simply queues. Timestamps are stored as UTC `TIMESTAMP`s and read
- * back as `Date#toISOString()` (millisecond precision, `Z`). Uniqueness violations reject with
- * `GW_ADMIN_CONFLICT`; anything else (file unreadable, database closed) rejects with the driver
- * error, so callers fail closed.
+ * Two sessions (connections):
+ * - every write goes through the write session, so writes never interleave: a transaction has the
+ *   connection to itself, concurrent `write`s queue, and optimistic updates and the look-before-write
+ *   uniqueness checks cannot race. It is also why no other connection may write these tables.
+ * - every read goes through the read session. DuckDB's MVCC gives it the last committed state, so a
+ *   read never sees a transaction still open on the write session, never waits for it, and cannot
+ *   disturb it. A read issued from inside `write`'s `work` therefore does not deadlock behind the
+ *   transaction it runs in (one session would queue it after that transaction: forever); it sees the
+ *   state before the transaction, like a MongoDB read outside the session's transaction.
+ *
+ * Timestamps are stored as UTC `TIMESTAMP`s and read back as `Date#toISOString()` (millisecond
+ * precision, `Z`). Uniqueness violations reject with `GW_ADMIN_CONFLICT`; anything else (file
+ * unreadable, database closed) rejects with the driver error, so callers fail closed.
  */
-import type { ApiKeyType } from '../../core/context.js'
 import { ERRORS, gatewayError } from '../../core/errors.js'
 import type {
   AdminStore,
+  AdminWriter,
+  ApiKeyFilter,
   ApiKeyRecord,
-  ApiKeyStatus,
+  AuditEntry,
+  AuditFilter,
   BootstrapSeed,
   HealthStatus,
+  InviteFilter,
+  InviteRecord,
+  MemberFilter,
   OrganisationRecord,
-  OrganisationRole,
+  PageRequest,
+  Paged,
+  UserFilter,
   UserRecord,
+  WorkspaceDependants,
+  WorkspaceFilter,
+  WorkspaceMemberRecord,
+  WorkspaceMemberWithUser,
   WorkspaceRecord,
 } from '../../core/ports.js'
-import { conflictFor } from './duckdb-conflicts.js'
-import type { DuckDbDatabase, DuckDbExecutor, DuckDbSession, SqlParam, SqlRow } from './duckdb-database.js'
-import { ADMIN_TABLES, type AdminTableName, type TableSpec } from './duckdb-schema.js'
+import {
+  apiKeyRow,
+  auditRow,
+  memberRow,
+  organisationRow,
+  selectList,
+  timestamp,
+  toApiKey,
+  toAuditEntry,
+  toInvite,
+  toMember,
+  toOrganisation,
+  toUser,
+  toWorkspace,
+  userRow,
+  workspaceRow,
+} from './duckdb-admin-rows.js'
+import { createAdminTables } from './duckdb-admin-migrations.js'
+import { DuckDbAdminWriter, insertRow } from './duckdb-admin-writer.js'
+import type { DuckDbDatabase, DuckDbSession, SqlParam, SqlRow } from './duckdb-database.js'
 
-const TABLES = new Map<AdminTableName, TableSpec>(ADMIN_TABLES.map((table) => [table.name, table]))
+/** Conditions and their bound parameters, numbered in the order they are added. */
+class Query {
+  readonly params: SqlParam[] = []
+  readonly #conditions: string[] = []
 
-const ORGANISATION_COLUMNS = 'id, name, created_at'
-const USER_COLUMNS = 'id, organisation_id, email, first_name, last_name, role, created_at'
-const WORKSPACE_COLUMNS = 'id, slug, organisation_id, name, description, created_at, last_updated_at'
-const API_KEY_COLUMNS =
-  'id, key_hash, masked_key, name, description, type, organisation_id, workspace_id, user_id, scopes, status, expires_at, creation_mode, created_at, last_updated_at'
-
-function placeholders(count: number): string {
-  return Array.from({ length: count }, (_, index) => `$${index + 1}`).join(', ')
-}
-
-function timestamp(value: string, field: string): Date {
-  const date = new Date(value)
-  if (Number.isNaN(date.getTime())) {
-    throw gatewayError(ERRORS.GW_ADMIN_VALIDATION, `${field} is not an ISO 8601 timestamp`, { param: field })
+  /** Binds `value` and returns its placeholder. */
+  param(value: SqlParam): string {
+    this.params.push(value)
+    return `$${this.params.length}`
   }
-  return date
-}
 
-function optionalTimestamp(value: string | null, field: string): Date | null {
-  return value === null ? null : timestamp(value, field)
-}
+  where(condition: string): this {
+    this.#conditions.push(condition)
+    return this
+  }
 
-function text(row: SqlRow, column: string): string {
-  const value = row[column]
-  if (typeof value !== 'string') throw new Error(`DuckDB admin store: column ${column} is not text`)
-  return value
-}
-
-function optionalText(row: SqlRow, column: string): string | null {
-  const value = row[column]
-  return value === null || value === undefined ? null : text(row, column)
-}
-
-function iso(row: SqlRow, column: string): string {
-  const value = row[column]
-  if (!(value instanceof Date)) throw new Error(`DuckDB admin store: column ${column} is not a timestamp`)
-  return value.toISOString()
-}
-
-function optionalIso(row: SqlRow, column: string): string | null {
-  const value = row[column]
-  return value === null || value === undefined ? null : iso(row, column)
-}
-
-function textList(row: SqlRow, column: string): string[] {
-  const value = row[column]
-  if (!Array.isArray(value)) throw new Error(`DuckDB admin store: column ${column} is not a list`)
-  return value.map((item) => String(item))
-}
-
-function toOrganisation(row: SqlRow): OrganisationRecord {
-  return { id: text(row, 'id'), name: text(row, 'name'), createdAt: iso(row, 'created_at') }
-}
-
-function toUser(row: SqlRow): UserRecord {
-  return {
-    id: text(row, 'id'),
-    organisationId: text(row, 'organisation_id'),
-    email: text(row, 'email'),
-    firstName: text(row, 'first_name'),
-    lastName: text(row, 'last_name'),
-    role: text(row, 'role') as OrganisationRole,
-    createdAt: iso(row, 'created_at'),
+  get whereClause(): string {
+    return this.#conditions.length === 0 ? '' : `WHERE ${this.#conditions.join(' AND ')}`
   }
 }
 
-function toWorkspace(row: SqlRow): WorkspaceRecord {
-  return {
-    id: text(row, 'id'),
-    slug: text(row, 'slug'),
-    organisationId: text(row, 'organisation_id'),
-    name: text(row, 'name'),
-    description: optionalText(row, 'description'),
-    createdAt: iso(row, 'created_at'),
-    lastUpdatedAt: iso(row, 'last_updated_at'),
+function pageBound(value: number, field: 'offset' | 'limit'): bigint {
+  if (!Number.isSafeInteger(value) || value < 0) {
+    throw gatewayError(ERRORS.GW_ADMIN_VALIDATION, `${field} must be a non-negative integer`, { param: field })
   }
+  return BigInt(value)
 }
 
-function toApiKey(row: SqlRow): ApiKeyRecord {
-  return {
-    id: text(row, 'id'),
-    keyHash: text(row, 'key_hash'),
-    maskedKey: text(row, 'masked_key'),
-    name: text(row, 'name'),
-    description: optionalText(row, 'description'),
-    type: text(row, 'type') as ApiKeyType,
-    organisationId: text(row, 'organisation_id'),
-    workspaceId: optionalText(row, 'workspace_id'),
-    userId: optionalText(row, 'user_id'),
-    scopes: textList(row, 'scopes'),
-    status: text(row, 'status') as ApiKeyStatus,
-    expiresAt: optionalIso(row, 'expires_at'),
-    creationMode: text(row, 'creation_mode') as ApiKeyRecord['creationMode'],
-    createdAt: iso(row, 'created_at'),
-    lastUpdatedAt: iso(row, 'last_updated_at'),
-  }
+const ORGANISATION_COLUMNS = selectList('organisations')
+const USER_COLUMNS = selectList('users')
+const WORKSPACE_COLUMNS = selectList('workspaces')
+const INVITE_COLUMNS = selectList('invites')
+const API_KEY_COLUMNS = selectList('api_keys')
+const AUDIT_COLUMNS = selectList('audit_log')
+/** A membership row joined with its user; user columns carry the `u_` prefix. */
+const MEMBER_WITH_USER = `SELECT ${selectList('workspace_members', 'm')}, ${selectList('users', 'u', 'u_')}
+  FROM workspace_members m JOIN users u ON u.id = m.user_id AND u.organisation_id = m.organisation_id`
+
+function toMemberWithUser(row: SqlRow): WorkspaceMemberWithUser {
+  return { member: toMember(row), user: toUser(row, 'u_') }
 }
 
-function organisationParams(organisation: OrganisationRecord): SqlParam[] {
-  return [organisation.id, organisation.name, timestamp(organisation.createdAt, 'createdAt')]
-}
-
-function userParams(user: UserRecord): SqlParam[] {
-  return [
-    user.id,
-    user.organisationId,
-    user.email,
-    user.firstName,
-    user.lastName,
-    user.role,
-    timestamp(user.createdAt, 'createdAt'),
-  ]
-}
-
-function workspaceParams(workspace: WorkspaceRecord): SqlParam[] {
-  return [
-    workspace.id,
-    workspace.slug,
-    workspace.organisationId,
-    workspace.name,
-    workspace.description,
-    timestamp(workspace.createdAt, 'createdAt'),
-    timestamp(workspace.lastUpdatedAt, 'lastUpdatedAt'),
-  ]
-}
-
-function apiKeyParams(key: ApiKeyRecord): SqlParam[] {
-  return [
-    key.id,
-    key.keyHash,
-    key.maskedKey,
-    key.name,
-    key.description,
-    key.type,
-    key.organisationId,
-    key.workspaceId,
-    key.userId,
-    key.scopes,
-    key.status,
-    optionalTimestamp(key.expiresAt, 'expiresAt'),
-    key.creationMode,
-    timestamp(key.createdAt, 'createdAt'),
-    timestamp(key.lastUpdatedAt, 'lastUpdatedAt'),
-  ]
-}
-
-/** Inserts one row; a uniqueness violation becomes `GW_ADMIN_CONFLICT`. */
-async function insert(executor: DuckDbExecutor, table: AdminTableName, columns: string, params: SqlParam[]): Promise<void> {
-  try {
-    await executor.run(`INSERT INTO ${table} (${columns}) VALUES (${placeholders(params.length)})`, params)
-  } catch (error) {
-    const spec = TABLES.get(table)
-    throw (spec === undefined ? null : conflictFor(spec, error)) ?? error
-  }
+function first<T>(rows: SqlRow[], map: (row: SqlRow) => T): T | null {
+  return rows[0] === undefined ? null : map(rows[0])
 }
 
 export class DuckDbAdminStore implements AdminStore {
   readonly #database: DuckDbDatabase
-  #session: DuckDbSession | null = null
+  #writeSession: DuckDbSession | null = null
+  #readSession: DuckDbSession | null = null
 
   constructor(database: DuckDbDatabase) {
     this.#database = database
   }
 
-  /** Opens the database if needed and creates missing tables. */
+  /** Opens the database if needed, creates missing tables and adds missing columns, in one transaction. */
   async start(): Promise<void> {
-    if (this.#session !== null && !this.#session.closed) return
+    if (this.#writeSession !== null && !this.#writeSession.closed) return
     await this.#database.start()
-    const session = await this.#database.openSession()
+    const writes = await this.#database.openSession()
+    let reads: DuckDbSession | null = null
     try {
-      await session.transaction(async (tx) => {
-        for (const table of ADMIN_TABLES) await tx.run(table.ddl)
-      })
+      await writes.transaction(createAdminTables)
+      reads = await this.#database.openSession()
     } catch (error) {
-      await session.close()
+      await writes.close()
       throw error
     }
-    this.#session = session
+    this.#writeSession = writes
+    this.#readSession = reads
   }
 
-  /** Closes this store's connection; the database itself belongs to its owner. */
+  /** Closes this store's connections; the database itself belongs to its owner. */
   async close(): Promise<void> {
-    const session = this.#session
-    this.#session = null
-    await session?.close()
+    const sessions = [this.#writeSession, this.#readSession]
+    this.#writeSession = null
+    this.#readSession = null
+    await Promise.all(sessions.map((session) => session?.close()))
   }
 
   async health(): Promise<HealthStatus> {
-    if (this.#session === null) return { ok: false, detail: 'admin store is not started' }
+    if (this.#writeSession === null || this.#readSession === null) return { ok: false, detail: 'admin store is not started' }
     try {
-      await this.#session.query('SELECT 1 AS ok')
+      // Only the read session: a query on the write session would wait for any open transaction.
+      await this.#readSession.query('SELECT 1 AS ok')
       return { ok: true }
     } catch {
       return { ok: false, detail: 'admin store database does not answer' }
     }
   }
 
-  async findFirstOrganisation(): Promise<OrganisationRecord | null> {
-    const rows = await this.#open().query(
-      `SELECT ${ORGANISATION_COLUMNS} FROM organisations ORDER BY created_at, id LIMIT 1`,
-    )
-    return rows[0] === undefined ? null : toOrganisation(rows[0])
+  // -------------------------------------------------------------------------------------------
+  // Writes
+
+  async write<T>(audit: AuditEntry, work: (writer: AdminWriter) => Promise<T>): Promise<T> {
+    const auditValues = auditRow(audit)
+    return this.#writes().transaction(async (tx) => {
+      const result = await work(new DuckDbAdminWriter(tx))
+      await insertRow(tx, 'audit_log', auditValues)
+      return result
+    })
+  }
+
+  async recordAudit(entry: AuditEntry): Promise<void> {
+    const row = auditRow(entry)
+    // A transaction keeps the uniqueness look-up and the insert together.
+    await this.#writes().transaction((tx) => insertRow(tx, 'audit_log', row))
   }
 
   async bootstrap(seed: BootstrapSeed): Promise<void> {
     // Convert (and validate) everything before the transaction opens.
-    const organisation = organisationParams(seed.organisation)
-    const owner = userParams(seed.owner)
-    const workspace = workspaceParams(seed.workspace)
-    const adminKey = apiKeyParams(seed.adminKey)
-    await this.#open().transaction(async (tx) => {
-      await insert(tx, 'organisations', ORGANISATION_COLUMNS, organisation)
-      await insert(tx, 'users', USER_COLUMNS, owner)
-      await insert(tx, 'workspaces', WORKSPACE_COLUMNS, workspace)
-      await insert(tx, 'api_keys', API_KEY_COLUMNS, adminKey)
+    const organisation = organisationRow(seed.organisation)
+    const owner = userRow(seed.owner)
+    const workspace = workspaceRow(seed.workspace)
+    const membership = memberRow(seed.membership)
+    const adminKey = apiKeyRow(seed.adminKey)
+    await this.#writes().transaction(async (tx) => {
+      await insertRow(tx, 'organisations', organisation)
+      await insertRow(tx, 'users', owner)
+      await insertRow(tx, 'workspaces', workspace)
+      await insertRow(tx, 'workspace_members', membership)
+      await insertRow(tx, 'api_keys', adminKey)
     })
   }
 
-  async findApiKeyByHash(keyHash: string): Promise<ApiKeyRecord | null> {
-    const rows = await this.#open().query(`SELECT ${API_KEY_COLUMNS} FROM api_keys WHERE key_hash = $1`, [keyHash])
-    return rows[0] === undefined ? null : toApiKey(rows[0])
+  // -------------------------------------------------------------------------------------------
+  // Audit log
+
+  async listAuditEntries(organisationId: string, filter: AuditFilter, page: PageRequest): Promise<Paged<AuditEntry>> {
+    const query = new Query()
+    query.where(`organisation_id = ${query.param(organisationId)}`)
+    if (filter.startTime !== undefined) query.where(`timestamp >= ${query.param(timestamp(filter.startTime, 'startTime'))}`)
+    if (filter.endTime !== undefined) query.where(`timestamp <= ${query.param(timestamp(filter.endTime, 'endTime'))}`)
+    if (filter.uri !== undefined) {
+      query.where(
+        filter.uri.endsWith('*')
+          ? `starts_with(uri, ${query.param(filter.uri.slice(0, -1))})`
+          : `split_part(uri, '?', 1) = ${query.param(filter.uri)}`,
+      )
+    }
+    if (filter.responseStatusCode !== undefined) {
+      if (!Number.isInteger(filter.responseStatusCode)) {
+        throw gatewayError(ERRORS.GW_ADMIN_VALIDATION, 'responseStatusCode must be an integer', { param: 'responseStatusCode' })
+      }
+      query.where(`response_status_code = ${query.param(filter.responseStatusCode)}`)
+    }
+    const exact = [
+      ['method', filter.method],
+      ['request_id', filter.requestId],
+      ['user_id', filter.userId],
+      ['user_type', filter.userType],
+      ['workspace_id', filter.workspaceId],
+      ['resource_type', filter.resourceType],
+      ['action', filter.action],
+      ['client_ip', filter.clientIp],
+    ] as const
+    for (const [column, value] of exact) {
+      if (value !== undefined) query.where(`${column} = ${query.param(value)}`)
+    }
+    return this.#page(query, `SELECT ${AUDIT_COLUMNS} FROM audit_log`, 'timestamp DESC, id', page, (row) => toAuditEntry(row))
   }
 
-  async insertApiKey(key: ApiKeyRecord): Promise<void> {
-    await insert(this.#open(), 'api_keys', API_KEY_COLUMNS, apiKeyParams(key))
+  // -------------------------------------------------------------------------------------------
+  // Organisations
+
+  async findFirstOrganisation(): Promise<OrganisationRecord | null> {
+    const rows = await this.#reads().query(`SELECT ${ORGANISATION_COLUMNS} FROM organisations ORDER BY created_at, id LIMIT 1`)
+    return first(rows, (row) => toOrganisation(row))
   }
 
-  async insertWorkspace(workspace: WorkspaceRecord): Promise<void> {
-    await insert(this.#open(), 'workspaces', WORKSPACE_COLUMNS, workspaceParams(workspace))
+  async findOrganisation(organisationId: string): Promise<OrganisationRecord | null> {
+    const rows = await this.#reads().query(`SELECT ${ORGANISATION_COLUMNS} FROM organisations WHERE id = $1`, [organisationId])
+    return first(rows, (row) => toOrganisation(row))
   }
+
+  // -------------------------------------------------------------------------------------------
+  // Users
+
+  async findUser(organisationId: string, userId: string): Promise<UserRecord | null> {
+    const rows = await this.#reads().query(`SELECT ${USER_COLUMNS} FROM users WHERE organisation_id = $1 AND id = $2`, [
+      organisationId,
+      userId,
+    ])
+    return first(rows, (row) => toUser(row))
+  }
+
+  async findUserByEmail(organisationId: string, email: string): Promise<UserRecord | null> {
+    const rows = await this.#reads().query(`SELECT ${USER_COLUMNS} FROM users WHERE organisation_id = $1 AND email = $2`, [
+      organisationId,
+      email,
+    ])
+    return first(rows, (row) => toUser(row))
+  }
+
+  async listUsers(organisationId: string, filter: UserFilter, page: PageRequest): Promise<Paged<UserRecord>> {
+    const query = new Query()
+    query.where(`organisation_id = ${query.param(organisationId)}`)
+    if (filter.role !== undefined) query.where(`role = ${query.param(filter.role)}`)
+    if (filter.email !== undefined) query.where(`email = ${query.param(filter.email)}`)
+    return this.#page(query, `SELECT ${USER_COLUMNS} FROM users`, 'created_at, id', page, (row) => toUser(row))
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Workspaces
 
   async findWorkspace(organisationId: string, idOrSlug: string): Promise<WorkspaceRecord | null> {
     // An id match wins over a slug match should a slug ever equal another workspace's id.
-    const rows = await this.#open().query(
+    const rows = await this.#reads().query(
       `SELECT ${WORKSPACE_COLUMNS} FROM workspaces
        WHERE organisation_id = $1 AND (id = $2 OR slug = $2)
        ORDER BY (id = $2) DESC
        LIMIT 1`,
       [organisationId, idOrSlug],
     )
-    return rows[0] === undefined ? null : toWorkspace(rows[0])
+    return first(rows, (row) => toWorkspace(row))
   }
 
-  async findUser(organisationId: string, userId: string): Promise<UserRecord | null> {
-    const rows = await this.#open().query(
-      `SELECT ${USER_COLUMNS} FROM users WHERE organisation_id = $1 AND id = $2`,
+  async listWorkspaces(organisationId: string, filter: WorkspaceFilter, page: PageRequest): Promise<Paged<WorkspaceRecord>> {
+    const query = new Query()
+    query.where(`organisation_id = ${query.param(organisationId)}`)
+    if (filter.name !== undefined) query.where(`contains(name, ${query.param(filter.name)})`)
+    if (filter.exactName !== undefined) query.where(`name = ${query.param(filter.exactName)}`)
+    if (filter.ids !== undefined) query.where(`list_contains(${query.param(filter.ids)}, id)`)
+    return this.#page(query, `SELECT ${WORKSPACE_COLUMNS} FROM workspaces`, 'created_at, id', page, (row) => toWorkspace(row))
+  }
+
+  async workspaceDependants(organisationId: string, workspaceId: string): Promise<WorkspaceDependants> {
+    const rows = await this.#reads().query('SELECT count(*) AS n FROM api_keys WHERE organisation_id = $1 AND workspace_id = $2', [
+      organisationId,
+      workspaceId,
+    ])
+    // Virtual keys and configs are counted once later issues add their tables.
+    return { apiKeys: Number(rows[0]?.n ?? 0), virtualKeys: 0, configs: 0 }
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Members
+
+  async findMember(workspaceId: string, userId: string): Promise<WorkspaceMemberWithUser | null> {
+    const rows = await this.#reads().query(`${MEMBER_WITH_USER} WHERE m.workspace_id = $1 AND m.user_id = $2`, [workspaceId, userId])
+    return first(rows, toMemberWithUser)
+  }
+
+  async listMembers(workspaceId: string, filter: MemberFilter, page: PageRequest): Promise<Paged<WorkspaceMemberWithUser>> {
+    const query = new Query()
+    query.where(`m.workspace_id = ${query.param(workspaceId)}`)
+    if (filter.role !== undefined) query.where(`m.role = ${query.param(filter.role)}`)
+    if (filter.email !== undefined) query.where(`u.email = ${query.param(filter.email)}`)
+    return this.#page(query, MEMBER_WITH_USER, 'm.created_at, m.user_id', page, toMemberWithUser)
+  }
+
+  async listMembershipsOfUser(organisationId: string, userId: string): Promise<readonly WorkspaceMemberRecord[]> {
+    // A left join, so a membership never disappears from the list for want of its workspace.
+    const rows = await this.#reads().query(
+      `SELECT ${selectList('workspace_members', 'm')} FROM workspace_members m
+       LEFT JOIN workspaces w ON w.id = m.workspace_id AND w.organisation_id = m.organisation_id
+       WHERE m.organisation_id = $1 AND m.user_id = $2
+       ORDER BY w.created_at NULLS LAST, m.workspace_id`,
       [organisationId, userId],
     )
-    return rows[0] === undefined ? null : toUser(rows[0])
+    return rows.map((row) => toMember(row))
   }
 
-  #open(): DuckDbSession {
-    if (this.#session === null) throw new Error('DuckDB admin store is not started')
-    return this.#session
+  // -------------------------------------------------------------------------------------------
+  // Invites
+
+  async findInvite(organisationId: string, inviteId: string): Promise<InviteRecord | null> {
+    const rows = await this.#reads().query(`SELECT ${INVITE_COLUMNS} FROM invites WHERE organisation_id = $1 AND id = $2`, [
+      organisationId,
+      inviteId,
+    ])
+    return first(rows, (row) => toInvite(row))
+  }
+
+  async findInviteByTokenHash(tokenHash: string): Promise<InviteRecord | null> {
+    const rows = await this.#reads().query(`SELECT ${INVITE_COLUMNS} FROM invites WHERE token_hash = $1`, [tokenHash])
+    return first(rows, (row) => toInvite(row))
+  }
+
+  async listInvites(organisationId: string, filter: InviteFilter, page: PageRequest, now: string): Promise<Paged<InviteRecord>> {
+    const query = new Query()
+    query.where(`organisation_id = ${query.param(organisationId)}`)
+    if (filter.role !== undefined) query.where(`role = ${query.param(filter.role)}`)
+    if (filter.email !== undefined) query.where(`email = ${query.param(filter.email)}`)
+    if (filter.status === 'pending' || filter.status === 'expired') {
+      const at = query.param(timestamp(now, 'now'))
+      query.where(`state = 'pending' AND expires_at ${filter.status === 'pending' ? '>' : '<='} ${at}`)
+    } else if (filter.status !== undefined) {
+      query.where(`state = ${query.param(filter.status)}`)
+    }
+    return this.#page(query, `SELECT ${INVITE_COLUMNS} FROM invites`, 'created_at DESC, id', page, (row) => toInvite(row))
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // API keys
+
+  async findApiKeyByHash(keyHash: string): Promise<ApiKeyRecord | null> {
+    // A current hash wins over a rotated-out one (hashes are random, so both matching is theoretical).
+    const rows = await this.#reads().query(
+      `SELECT ${API_KEY_COLUMNS} FROM api_keys WHERE key_hash = $1 OR previous_key_hash = $1 ORDER BY (key_hash = $1) DESC LIMIT 1`,
+      [keyHash],
+    )
+    return first(rows, (row) => toApiKey(row))
+  }
+
+  async findApiKey(organisationId: string, keyId: string): Promise<ApiKeyRecord | null> {
+    const rows = await this.#reads().query(`SELECT ${API_KEY_COLUMNS} FROM api_keys WHERE organisation_id = $1 AND id = $2`, [
+      organisationId,
+      keyId,
+    ])
+    return first(rows, (row) => toApiKey(row))
+  }
+
+  async listApiKeys(organisationId: string, filter: ApiKeyFilter, page: PageRequest): Promise<Paged<ApiKeyRecord>> {
+    const query = new Query()
+    query.where(`organisation_id = ${query.param(organisationId)}`)
+    if (filter.workspaceId !== undefined) query.where(`workspace_id = ${query.param(filter.workspaceId)}`)
+    if (filter.types !== undefined) query.where(`list_contains(${query.param(filter.types)}, type)`)
+    return this.#page(query, `SELECT ${API_KEY_COLUMNS} FROM api_keys`, 'created_at, id', page, (row) => toApiKey(row))
+  }
+
+  // -------------------------------------------------------------------------------------------
+
+  /**
+   * One page of `select` filtered by `query`, and the count across pages, read in one transaction
+   * so both come from the same snapshot.
+   */
+  async #page<T>(query: Query, select: string, orderBy: string, page: PageRequest, map: (row: SqlRow) => T): Promise<Paged<T>> {
+    const offset = pageBound(page.offset, 'offset')
+    const limit = pageBound(page.limit, 'limit')
+    const filtered = `${select} ${query.whereClause}`
+    const bound = query.params.length
+    const paged = `${filtered} ORDER BY ${orderBy} LIMIT $${bound + 1} OFFSET $${bound + 2}`
+    const { counted, rows } = await this.#reads().transaction(async (tx) => ({
+      counted: await tx.query(`SELECT count(*) AS total FROM (${filtered})`, query.params),
+      rows: await tx.query(paged, [...query.params, limit, offset]),
+    }))
+    return { total: Number(counted[0]?.total ?? 0), items: rows.map(map) }
+  }
+
+  #writes(): DuckDbSession {
+    if (this.#writeSession === null) throw new Error('DuckDB admin store is not started')
+    return this.#writeSession
+  }
+
+  #reads(): DuckDbSession {
+    if (this.#readSession === null) throw new Error('DuckDB admin store is not started')
+    return this.#readSession
   }
 }

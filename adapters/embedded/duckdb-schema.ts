@@ -1,12 +1,19 @@
 /**
  * The embedded database's tables, in one place. To add a table, append an entry to `ADMIN_TABLES`
- * (with its unique keys, so a violation is reported as a `GW_ADMIN_CONFLICT` naming the field).
+ * (with its unique keys, so a violation is reported as a `GW_ADMIN_CONFLICT` naming the field). To
+ * add a column to an existing table, put it in the table's `ddl` and also in `ADMIN_COLUMN_MIGRATIONS`,
+ * so a file created by an older version gains it on start.
  *
  * Conventions:
  * - ids, enums and free text are `VARCHAR`; string arrays are `VARCHAR[]` (order kept).
+ * - structured settings (limits, defaults, JWT settings, invite workspaces) are JSON text in a
+ *   `VARCHAR` column; the record types in core/admin-records.ts are their schema.
  * - admin timestamps are `TIMESTAMP` holding UTC; the API reads and writes ISO 8601 strings.
  * - no foreign keys: DuckDB cannot update a referenced row in place, and the MongoDB store has
- *   none either; the Admin API checks references.
+ *   none either; the Admin API checks references and the store cascades deletes itself.
+ * - no `CREATE INDEX`: an explicit index makes DuckDB refuse `ALTER COLUMN ... SET DATA TYPE` on its
+ *   table ("entries that depend on it"), which the column migrations use; the admin tables are
+ *   small and the indexes of the PRIMARY KEY / UNIQUE constraints cover the hot lookups.
  * - `request_logs` has no index at all: ART indexes slow the appender down, and DuckDB's zone
  *   maps already prune scans by `created_at`.
  */
@@ -37,7 +44,8 @@ export const ADMIN_TABLES = [
     ddl: `CREATE TABLE IF NOT EXISTS organisations (
       id VARCHAR PRIMARY KEY,
       name VARCHAR NOT NULL,
-      created_at TIMESTAMP NOT NULL
+      created_at TIMESTAMP NOT NULL,
+      jwt_settings VARCHAR
     )`,
     uniqueKeys: [{ columns: ['id'], field: 'id', message: 'An organisation with this id already exists' }],
   },
@@ -52,6 +60,8 @@ export const ADMIN_TABLES = [
       last_name VARCHAR NOT NULL,
       role VARCHAR NOT NULL,
       created_at TIMESTAMP NOT NULL,
+      password_hash VARCHAR,
+      last_updated_at TIMESTAMP NOT NULL,
       UNIQUE (organisation_id, email)
     )`,
     uniqueKeys: [
@@ -70,6 +80,9 @@ export const ADMIN_TABLES = [
       description VARCHAR,
       created_at TIMESTAMP NOT NULL,
       last_updated_at TIMESTAMP NOT NULL,
+      defaults VARCHAR,
+      usage_limits VARCHAR NOT NULL,
+      rate_limits VARCHAR NOT NULL,
       UNIQUE (organisation_id, slug)
     )`,
     uniqueKeys: [
@@ -78,8 +91,47 @@ export const ADMIN_TABLES = [
     ],
   },
   {
+    name: 'workspace_members',
+    entity: 'workspace member',
+    ddl: `CREATE TABLE IF NOT EXISTS workspace_members (
+      workspace_id VARCHAR NOT NULL,
+      user_id VARCHAR NOT NULL,
+      organisation_id VARCHAR NOT NULL,
+      role VARCHAR NOT NULL,
+      created_at TIMESTAMP NOT NULL,
+      last_updated_at TIMESTAMP NOT NULL,
+      PRIMARY KEY (workspace_id, user_id)
+    )`,
+    uniqueKeys: [{ columns: ['workspace_id', 'user_id'], field: 'userId', message: 'The user is already a member of this workspace' }],
+  },
+  {
+    name: 'invites',
+    entity: 'invite',
+    ddl: `CREATE TABLE IF NOT EXISTS invites (
+      id VARCHAR PRIMARY KEY,
+      organisation_id VARCHAR NOT NULL,
+      token_hash VARCHAR NOT NULL UNIQUE,
+      email VARCHAR NOT NULL,
+      role VARCHAR NOT NULL,
+      workspaces VARCHAR NOT NULL,
+      api_key_scopes VARCHAR[],
+      invited_by VARCHAR,
+      state VARCHAR NOT NULL,
+      created_at TIMESTAMP NOT NULL,
+      expires_at TIMESTAMP NOT NULL,
+      accepted_at TIMESTAMP,
+      last_updated_at TIMESTAMP NOT NULL
+    )`,
+    uniqueKeys: [
+      { columns: ['id'], field: 'id', message: 'An invite with this id already exists' },
+      { columns: ['token_hash'], field: 'tokenHash', message: 'An invite with this token hash already exists' },
+    ],
+  },
+  {
     name: 'api_keys',
     entity: 'API key',
+    // `previous_key_hash` has no index of its own (see the module comment): lookups by hash scan
+    // this small table, and the rotated-out hash is only looked at on a cache miss.
     ddl: `CREATE TABLE IF NOT EXISTS api_keys (
       id VARCHAR PRIMARY KEY,
       key_hash VARCHAR NOT NULL UNIQUE,
@@ -95,16 +147,79 @@ export const ADMIN_TABLES = [
       expires_at TIMESTAMP,
       creation_mode VARCHAR NOT NULL,
       created_at TIMESTAMP NOT NULL,
-      last_updated_at TIMESTAMP NOT NULL
+      last_updated_at TIMESTAMP NOT NULL,
+      rate_limits VARCHAR NOT NULL,
+      usage_limits VARCHAR,
+      defaults VARCHAR,
+      alert_emails VARCHAR[] NOT NULL,
+      previous_key_hash VARCHAR,
+      previous_key_expires_at TIMESTAMP,
+      last_rotated_at TIMESTAMP
     )`,
     uniqueKeys: [
       { columns: ['id'], field: 'id', message: 'An API key with this id already exists' },
       { columns: ['key_hash'], field: 'keyHash', message: 'An API key with this key hash already exists' },
     ],
   },
+  {
+    name: 'audit_log',
+    entity: 'audit entry',
+    ddl: `CREATE TABLE IF NOT EXISTS audit_log (
+      id VARCHAR PRIMARY KEY,
+      timestamp TIMESTAMP NOT NULL,
+      organisation_id VARCHAR,
+      workspace_id VARCHAR,
+      user_id VARCHAR,
+      user_type VARCHAR NOT NULL,
+      method VARCHAR NOT NULL,
+      uri VARCHAR NOT NULL,
+      request_id VARCHAR NOT NULL,
+      request_body VARCHAR,
+      query_params VARCHAR NOT NULL,
+      response_status_code INTEGER NOT NULL,
+      resource_type VARCHAR NOT NULL,
+      action VARCHAR NOT NULL,
+      resource_id VARCHAR,
+      client_ip VARCHAR
+    )`,
+    uniqueKeys: [{ columns: ['id'], field: 'id', message: 'An audit entry with this id already exists' }],
+  },
 ] as const satisfies readonly TableSpec[]
 
 export type AdminTableName = (typeof ADMIN_TABLES)[number]['name']
+
+/** A column added to an existing table after its first release. */
+export interface ColumnMigration {
+  readonly table: AdminTableName
+  readonly column: string
+  /** The column type exactly as in the table's `ddl`. */
+  readonly type: string
+  /** SQL expression over the row's other columns that fills existing rows; `null` leaves them `NULL`. */
+  readonly fill: string | null
+  /** Whether the column is `NOT NULL` in the `ddl` (set after the fill). */
+  readonly notNull: boolean
+}
+
+/**
+ * Columns the first release's tables lacked, in the order they are added. Existing rows get the
+ * value a fresh write of the same record would most plausibly have had: never-edited users were
+ * last updated when created, and empty lists are empty JSON arrays.
+ */
+export const ADMIN_COLUMN_MIGRATIONS: readonly ColumnMigration[] = [
+  { table: 'organisations', column: 'jwt_settings', type: 'VARCHAR', fill: null, notNull: false },
+  { table: 'users', column: 'password_hash', type: 'VARCHAR', fill: null, notNull: false },
+  { table: 'users', column: 'last_updated_at', type: 'TIMESTAMP', fill: 'created_at', notNull: true },
+  { table: 'workspaces', column: 'defaults', type: 'VARCHAR', fill: null, notNull: false },
+  { table: 'workspaces', column: 'usage_limits', type: 'VARCHAR', fill: `'[]'`, notNull: true },
+  { table: 'workspaces', column: 'rate_limits', type: 'VARCHAR', fill: `'[]'`, notNull: true },
+  { table: 'api_keys', column: 'rate_limits', type: 'VARCHAR', fill: `'[]'`, notNull: true },
+  { table: 'api_keys', column: 'usage_limits', type: 'VARCHAR', fill: null, notNull: false },
+  { table: 'api_keys', column: 'defaults', type: 'VARCHAR', fill: null, notNull: false },
+  { table: 'api_keys', column: 'alert_emails', type: 'VARCHAR[]', fill: '[]::VARCHAR[]', notNull: true },
+  { table: 'api_keys', column: 'previous_key_hash', type: 'VARCHAR', fill: null, notNull: false },
+  { table: 'api_keys', column: 'previous_key_expires_at', type: 'TIMESTAMP', fill: null, notNull: false },
+  { table: 'api_keys', column: 'last_rotated_at', type: 'TIMESTAMP', fill: null, notNull: false },
+]
 
 /**
  * `request_logs`: one row per `LogRecord`, columns in appender order. `created_at` is a UTC

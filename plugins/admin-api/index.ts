@@ -1,5 +1,5 @@
 import { definePlugin } from '../../core/plugin.js'
-import { AdminStore, ChangeNotifier, Clock } from '../../core/ports.js'
+import { AdminStore, ChangeNotifier, Clock, ProviderRegistry } from '../../core/ports.js'
 import { adminApiConfigSchema, type AdminApiConfig } from './config.js'
 import { AdminApiPlugin } from './plugin.js'
 
@@ -10,6 +10,13 @@ export const adminApi = definePlugin<AdminApiConfig>({
   phases: ['onForward'],
   requires: ['auth', 'scope-check'],
   configSchema: adminApiConfigSchema,
-  inject: [AdminStore, ChangeNotifier, Clock],
-  create: (_config, deps) => new AdminApiPlugin(deps[0] as AdminStore, deps[1] as ChangeNotifier, deps[2] as Clock),
+  inject: [AdminStore, ChangeNotifier, Clock, ProviderRegistry],
+  create: (config, deps) =>
+    new AdminApiPlugin({
+      config,
+      store: deps[0] as AdminStore,
+      notifier: deps[1] as ChangeNotifier,
+      clock: deps[2] as Clock,
+      registry: deps[3] as ProviderRegistry,
+    }),
 })

@@ -1,5 +1,8 @@
 import { z } from 'zod'
 
+/** A JWKS as an identity provider publishes it: `{"keys": [...]}` with public parameters only. */
+const jwksSchema = z.object({ keys: z.array(z.record(z.string(), z.unknown())) }).loose()
+
 /** auth plugin settings (`plugins.auth.config`). */
 export const authConfigSchema = z
   .object({
@@ -8,6 +11,22 @@ export const authConfigSchema = z
     /** How long an unknown key is remembered as unknown (protects the store from floods of bad keys). */
     negativeCacheTtlMs: z.number().int().min(0).default(2_000),
     maxCacheEntries: z.number().int().min(1).default(100_000),
+    /** JWT verification (API.md §1). */
+    jwt: z
+      .object({
+        /** How long a fetched JWKS is used before it is fetched again. */
+        jwksCacheMaxAgeMs: z.number().int().min(0).default(600_000),
+        /**
+         * A token whose `kid` is not in the fetched JWKS triggers a refetch (the issuer rotated its
+         * keys), but at most once per this period, so forged `kid`s cannot hammer the issuer.
+         */
+        jwksCooldownMs: z.number().int().min(0).default(30_000),
+        /** Timeout of one JWKS fetch. */
+        jwksTimeoutMs: z.number().int().min(1).default(5_000),
+        /** Verified tokens kept in process (until their `exp`). */
+        maxTokenCacheEntries: z.number().int().min(1).default(10_000),
+      })
+      .prefault({}),
     /** First-start seed. `adminKey` comes from `GATEWAY_BOOTSTRAP_ADMIN_KEY`; empty means generate one. */
     bootstrap: z
       .object({
@@ -19,6 +38,17 @@ export const authConfigSchema = z
         print: z.boolean().default(true),
         /** Base URL shown in the printed example. */
         publicUrl: z.string().default('http://localhost:8787'),
+        /**
+         * JWKS URL of the first organisation (`GATEWAY_JWKS_URL`), written to its JWT settings at
+         * every start when it differs from what is stored.
+         */
+        jwksUrl: z.url({ protocol: /^https?$/ }).nullable().default(null),
+        /** Static JWKS of the first organisation (`GATEWAY_JWKS`, JSON), applied like `jwksUrl`. */
+        jwks: jwksSchema.nullable().default(null),
+      })
+      .refine((bootstrap) => bootstrap.jwksUrl === null || bootstrap.jwks === null, {
+        message: 'set a JWKS URL (GATEWAY_JWKS_URL) or a static JWKS (GATEWAY_JWKS), not both',
+        path: ['jwks'],
       })
       .prefault({}),
   })

@@ -1,14 +1,20 @@
 /**
  * auth: who is calling.
- * Phases: onRequest (priority 1000), start (bootstrap). Writes `ctx.principal`.
- * Reads the key from `x-gateway-api-key`, else `Authorization: Bearer`; looks it up by SHA-256 in
- * the admin store through an in-process cache (evicted by `api-keys` change notifications).
+ * Phases: onRequest (priority 1000), start (bootstrap). Writes `ctx.principal`; reads `ctx.headers`
+ * and `ctx.route` (public routes, such as invite links, need no credential).
+ * Reads the credential from `x-gateway-api-key`, else `Authorization: Bearer`.
+ * - An API key is looked up by SHA-256 in the admin store through an in-process cache (evicted by
+ *   `api-keys` change notifications). A rotated-out secret is accepted until the key's transition
+ *   deadline (`previousKeyExpiresAt`).
+ * - A JWT (JWS compact form) is verified instead (jwt-verifier.ts): RS256, `kid` required, against
+ *   the organisation's JWKS; organisations and workspaces are cached and evicted by
+ *   `organisations` / `workspaces` change notifications.
  * Failure policy: fails closed. A store error with nothing cached is 503; a stale cached entry is
  * used while the store is unreachable.
  * Start: on an empty store, creates the organisation, its owner, a default workspace and an Admin
- * API key (from `bootstrap.adminKey`, or generated and printed once).
+ * API key (from `bootstrap.adminKey`, or generated and printed once); then applies the configured
+ * bootstrap JWKS (`GATEWAY_JWKS_URL` / `GATEWAY_JWKS`) to the first organisation.
  */
-import { randomBytes, randomUUID } from 'node:crypto'
 import type { Principal, RequestContext } from '../../core/context.js'
 import { ERRORS, gatewayError, type GatewayError } from '../../core/errors.js'
 import type { GatewayPlugin } from '../../core/plugin.js'
@@ -20,21 +26,67 @@ import {
   type Clock,
   type Logger,
 } from '../../core/ports.js'
-import { ADMIN_KEY_SCOPES, normaliseScope } from '../../core/scopes.js'
-import { hashSecret, maskSecret, newApiKeySecret } from '../../core/secrets.js'
+import { normaliseScope } from '../../core/scopes.js'
+import { hashSecret } from '../../core/secrets.js'
+import { applyBootstrapJwt, bootstrapBanner, seedFirstStart } from './bootstrap.js'
 import type { AuthConfig } from './config.js'
+import { JwtVerifier, parseJwtHeader, type JwtHeader } from './jwt-verifier.js'
 
-interface CacheEntry {
-  /** `null` remembers an unknown key. */
+/** A cached lookup of one presented secret (by its hash). */
+export interface KeyCacheEntry {
+  /** `null` remembers an unknown (or no longer accepted) secret. */
   readonly record: ApiKeyRecord | null
   readonly principal: Principal | null
   /** `record.expiresAt` parsed once (epoch ms; `Infinity` when the key never expires). */
   readonly expiresAtMs: number
+  /**
+   * Until when this secret is accepted at all (epoch ms): `Infinity` for the key's current secret,
+   * the transition deadline for a rotated-out one. Past it the secret is simply invalid.
+   */
+  readonly acceptedUntilMs: number
   readonly freshUntil: number
 }
 
 const MISSING_KEY = gatewayError(ERRORS.GW_AUTH_KEY_MISSING)
 const INVALID_KEY = gatewayError(ERRORS.GW_AUTH_KEY_INVALID)
+const EXPIRED_KEY = gatewayError(ERRORS.GW_AUTH_KEY_EXPIRED)
+
+/**
+ * The cache entry for `record`, found by the secret whose hash is `hash`. A match on the previous
+ * (rotated-out) hash is accepted only until `previousKeyExpiresAt`; once that passed, or without a
+ * deadline, the secret is as good as unknown.
+ */
+export function keyCacheEntry(record: ApiKeyRecord | null, hash: string, now: number, ttlMs: number, negativeTtlMs: number): KeyCacheEntry {
+  const unknown: KeyCacheEntry = {
+    record: null,
+    principal: null,
+    expiresAtMs: 0,
+    acceptedUntilMs: 0,
+    freshUntil: now + negativeTtlMs,
+  }
+  if (record === null) return unknown
+  let acceptedUntilMs = Number.POSITIVE_INFINITY
+  if (record.keyHash !== hash) {
+    if (record.previousKeyHash !== hash || record.previousKeyExpiresAt === null) return unknown
+    acceptedUntilMs = Date.parse(record.previousKeyExpiresAt)
+    if (!(acceptedUntilMs > now)) return unknown
+  }
+  return {
+    record,
+    principal: principalOf(record),
+    expiresAtMs: record.expiresAt === null ? Number.POSITIVE_INFINITY : Date.parse(record.expiresAt),
+    acceptedUntilMs,
+    freshUntil: now + ttlMs,
+  }
+}
+
+/** Admits or refuses a request with a cached key entry at `now`. */
+export function admitKey(entry: KeyCacheEntry, now: number): Principal | GatewayError {
+  const { record, principal } = entry
+  if (record === null || principal === null || entry.acceptedUntilMs <= now) return INVALID_KEY
+  if (entry.expiresAtMs <= now || record.status === 'expired') return EXPIRED_KEY
+  return principal
+}
 
 export class AuthPlugin implements GatewayPlugin {
   readonly #config: AuthConfig
@@ -42,8 +94,9 @@ export class AuthPlugin implements GatewayPlugin {
   readonly #notifier: ChangeNotifier
   readonly #clock: Clock
   readonly #logger: Logger
-  readonly #cache = new Map<string, CacheEntry>()
-  #unsubscribe: (() => void) | null = null
+  readonly #cache = new Map<string, KeyCacheEntry>()
+  readonly #jwt: JwtVerifier
+  #unsubscribe: Array<() => void> = []
 
   constructor(config: AuthConfig, store: AdminStore, notifier: ChangeNotifier, clock: Clock, logger: Logger) {
     this.#config = config
@@ -51,22 +104,39 @@ export class AuthPlugin implements GatewayPlugin {
     this.#notifier = notifier
     this.#clock = clock
     this.#logger = logger
+    this.#jwt = new JwtVerifier(store, clock, logger, {
+      cacheTtlMs: config.cacheTtlMs,
+      negativeCacheTtlMs: config.negativeCacheTtlMs,
+      // Organisations and workspaces are few; the bound only stops floods of made-up claims.
+      maxCacheEntries: Math.min(config.maxCacheEntries, 10_000),
+      ...config.jwt,
+    })
   }
 
   async start(): Promise<void> {
-    this.#unsubscribe = this.#notifier.subscribe(CHANGE_CHANNELS.apiKeys, (message) => {
-      if (message === '*') this.#cache.clear()
-      else this.#cache.delete(message)
-    })
-    await this.#bootstrap()
+    this.#unsubscribe = [
+      this.#notifier.subscribe(CHANGE_CHANNELS.apiKeys, (message) => {
+        if (message === '*') this.#cache.clear()
+        else this.#cache.delete(message)
+      }),
+      this.#notifier.subscribe(CHANGE_CHANNELS.organisations, (message) => this.#jwt.evictOrganisation(message)),
+      this.#notifier.subscribe(CHANGE_CHANNELS.workspaces, (message) => this.#jwt.evictWorkspace(message)),
+    ]
+    const settings = this.#config.bootstrap
+    const generated = await seedFirstStart(this.#store, settings, this.#clock.now(), this.#logger)
+    if (generated !== null && settings.print) process.stdout.write(bootstrapBanner(generated, settings.publicUrl))
+    await applyBootstrapJwt(this.#store, this.#notifier, settings, this.#clock.now(), this.#logger)
   }
 
   async close(): Promise<void> {
-    this.#unsubscribe?.()
+    for (const unsubscribe of this.#unsubscribe) unsubscribe()
+    this.#unsubscribe = []
     this.#cache.clear()
+    this.#jwt.clear()
   }
 
   onRequest(ctx: RequestContext): GatewayError | undefined | Promise<GatewayError | undefined> {
+    if (ctx.route.public) return undefined
     const headers = ctx.headers
     let secret = headers['x-gateway-api-key']
     let credentialHeader: Principal['credentialHeader'] = 'x-gateway-api-key'
@@ -78,17 +148,34 @@ export class AuthPlugin implements GatewayPlugin {
       }
     }
     if (secret === undefined || secret.length === 0) return MISSING_KEY
+    const now = this.#clock.now()
+    // API keys never contain dots; only a dotted credential can be a JWT.
+    if (secret.includes('.')) {
+      const verified = this.#jwt.cached(secret, now)
+      if (verified !== undefined) {
+        ctx.principal = withHeader(verified, credentialHeader)
+        return undefined
+      }
+      const header = parseJwtHeader(secret)
+      if (header !== null) return this.#verifyJwt(ctx, secret, header, credentialHeader)
+    }
     const hash = hashSecret(secret)
     const cached = this.#cache.get(hash)
-    const now = this.#clock.now()
     if (cached !== undefined && cached.freshUntil > now) return this.#admit(ctx, cached, credentialHeader, now)
     return this.#lookup(ctx, hash, cached, credentialHeader)
+  }
+
+  async #verifyJwt(ctx: RequestContext, token: string, header: JwtHeader, credentialHeader: Principal['credentialHeader']): Promise<GatewayError | undefined> {
+    const result = await this.#jwt.verify(token, header, credentialHeader)
+    if (result instanceof Error) return result
+    ctx.principal = result
+    return undefined
   }
 
   async #lookup(
     ctx: RequestContext,
     hash: string,
-    stale: CacheEntry | undefined,
+    stale: KeyCacheEntry | undefined,
     credentialHeader: Principal['credentialHeader'],
   ): Promise<GatewayError | undefined> {
     let record: ApiKeyRecord | null
@@ -103,85 +190,34 @@ export class AuthPlugin implements GatewayPlugin {
       return gatewayError(ERRORS.GW_AUTH_UNAVAILABLE)
     }
     const now = this.#clock.now()
-    const entry: CacheEntry = {
-      record,
-      principal: record === null ? null : principalOf(record, credentialHeader),
-      expiresAtMs: record?.expiresAt == null ? Number.POSITIVE_INFINITY : Date.parse(record.expiresAt),
-      freshUntil: now + (record === null ? this.#config.negativeCacheTtlMs : this.#config.cacheTtlMs),
-    }
+    const entry = keyCacheEntry(record, hash, now, this.#config.cacheTtlMs, this.#config.negativeCacheTtlMs)
     this.#remember(hash, entry)
     return this.#admit(ctx, entry, credentialHeader, now)
   }
 
-  #admit(ctx: RequestContext, entry: CacheEntry, credentialHeader: Principal['credentialHeader'], now: number): GatewayError | undefined {
-    const { record, principal } = entry
-    if (record === null || principal === null) return INVALID_KEY
-    if (entry.expiresAtMs <= now || record.status === 'expired') return gatewayError(ERRORS.GW_AUTH_KEY_EXPIRED)
-    ctx.principal = principal.credentialHeader === credentialHeader ? principal : { ...principal, credentialHeader }
+  #admit(ctx: RequestContext, entry: KeyCacheEntry, credentialHeader: Principal['credentialHeader'], now: number): GatewayError | undefined {
+    const admitted = admitKey(entry, now)
+    if (admitted instanceof Error) return admitted
+    ctx.principal = withHeader(admitted, credentialHeader)
     return undefined
   }
 
-  #remember(hash: string, entry: CacheEntry): void {
-    if (this.#cache.size >= this.#config.maxCacheEntries) {
+  #remember(hash: string, entry: KeyCacheEntry): void {
+    if (!this.#cache.has(hash) && this.#cache.size >= this.#config.maxCacheEntries) {
       // Maps iterate in insertion order: drop the oldest entry.
       const oldest = this.#cache.keys().next()
       if (!oldest.done) this.#cache.delete(oldest.value)
     }
     this.#cache.set(hash, entry)
   }
-
-  async #bootstrap(): Promise<void> {
-    if ((await this.#store.findFirstOrganisation()) !== null) return
-    const settings = this.#config.bootstrap
-    const generated = settings.adminKey.length === 0
-    const secret = generated ? newApiKeySecret() : settings.adminKey
-    const now = new Date(this.#clock.now()).toISOString()
-    const organisationId = randomUUID()
-    const ownerId = randomUUID()
-    await this.#store.bootstrap({
-      organisation: { id: organisationId, name: settings.organisationName, createdAt: now },
-      owner: {
-        id: ownerId,
-        organisationId,
-        email: settings.ownerEmail,
-        firstName: 'Owner',
-        lastName: '',
-        role: 'owner',
-        createdAt: now,
-      },
-      workspace: {
-        id: randomUUID(),
-        slug: `ws-default-${randomBytes(3).toString('hex')}`,
-        organisationId,
-        name: settings.workspaceName,
-        description: 'Created on first start',
-        createdAt: now,
-        lastUpdatedAt: now,
-      },
-      adminKey: {
-        id: randomUUID(),
-        keyHash: hashSecret(secret),
-        maskedKey: maskSecret(secret),
-        name: 'Bootstrap Admin API key',
-        description: 'Created on first start',
-        type: 'organisation-service',
-        organisationId,
-        workspaceId: null,
-        userId: ownerId,
-        scopes: ADMIN_KEY_SCOPES,
-        status: 'active',
-        expiresAt: null,
-        creationMode: 'auto',
-        createdAt: now,
-        lastUpdatedAt: now,
-      },
-    })
-    this.#logger.info({ organisationId }, generated ? 'bootstrapped a new organisation with a generated Admin API key' : 'bootstrapped a new organisation with GATEWAY_BOOTSTRAP_ADMIN_KEY')
-    if (generated && settings.print) process.stdout.write(bootstrapBanner(secret, settings.publicUrl))
-  }
 }
 
-function principalOf(record: ApiKeyRecord, credentialHeader: Principal['credentialHeader']): Principal {
+/** Cached principals keep the header of their first use; most callers always use the same one. */
+function withHeader(principal: Principal, credentialHeader: Principal['credentialHeader']): Principal {
+  return principal.credentialHeader === credentialHeader ? principal : { ...principal, credentialHeader }
+}
+
+function principalOf(record: ApiKeyRecord): Principal {
   return {
     kind: 'api-key',
     keyId: record.id,
@@ -190,30 +226,6 @@ function principalOf(record: ApiKeyRecord, credentialHeader: Principal['credenti
     workspaceId: record.workspaceId,
     userId: record.userId,
     scopes: new Set(record.scopes.map(normaliseScope)),
-    credentialHeader,
+    credentialHeader: 'x-gateway-api-key',
   }
-}
-
-function bootstrapBanner(secret: string, url: string): string {
-  return [
-    '',
-    '================================================================================',
-    ' First start: created an organisation, a default workspace and an Admin API key.',
-    ' This key is shown ONCE. Store it now:',
-    '',
-    `   ${secret}`,
-    '',
-    ' Make a workspace and a data-plane key with it:',
-    `   curl -s -X POST ${url}/v1/admin/workspaces -H 'x-gateway-api-key: ${secret}' \\`,
-    `     -H 'content-type: application/json' -d '{"name":"my-workspace"}'`,
-    `   curl -s -X POST ${url}/v1/api-keys/workspace/service -H 'x-gateway-api-key: ${secret}' \\`,
-    `     -H 'content-type: application/json' \\`,
-    `     -d '{"name":"my-app","workspace_id":"<id from above>","scopes":["completions.write"]}'`,
-    ' Then call a provider through the gateway with that key:',
-    `   curl -s ${url}/v1/chat/completions -H 'x-gateway-api-key: <workspace key>' \\`,
-    `     -H 'x-gateway-provider: openai' -H 'authorization: Bearer $OPENAI_API_KEY' \\`,
-    `     -H 'content-type: application/json' -d '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hello"}]}'`,
-    '================================================================================',
-    '',
-  ].join('\n')
 }

@@ -2,7 +2,7 @@
  * scope-check: may this key call this route?
  * Phases: onRequest (priority 900, after auth; before the body is read, since scopes depend only on
  * the route). Reads `ctx.principal`, `ctx.route`, `ctx.params`; writes nothing.
- * Rules: Admin API keys are refused on the data plane; admin-only routes refuse workspace keys; a
+ * Rules: public routes (invite links, the OpenAPI document) pass; Admin API keys are refused on the data plane; admin-only routes refuse workspace keys; a
  * key needs any one of the route's scopes (`list` does not imply `read`).
  * Failure policy: fails closed (no principal → 401). No I/O.
  */
@@ -16,9 +16,10 @@ const ADMIN_KEY_REQUIRED = gatewayError(ERRORS.GW_SCOPE_ADMIN_KEY_REQUIRED)
 
 export class ScopeCheckPlugin implements GatewayPlugin {
   onRequest(ctx: RequestContext): GatewayError | undefined {
+    const route = ctx.route
+    if (route.public) return undefined
     const principal = ctx.principal
     if (principal === null) return gatewayError(ERRORS.GW_AUTH_KEY_MISSING)
-    const route = ctx.route
     // A /v1 path with no provider selection and no admin route: forward answers 400
     // "missing provider selection" (API.md §2), whoever calls.
     if (route.group === 'passthrough' && !selectsProvider(ctx.headers)) return undefined

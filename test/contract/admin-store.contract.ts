@@ -2,14 +2,29 @@
  * The `AdminStore` contract: behaviour every adapter must show, asserted through the port only.
  *
  * `makeStore` must return a started, empty store; the suite closes it after each test. Timestamps
- * are written in `Date#toISOString()` form, the form every store returns.
+ * are written in `Date#toISOString()` form, the form every store returns, and emails lower-cased,
+ * as the Admin API writes them. Ordering ties (equal `createdAt`) are broken by id, compared as
+ * plain strings (UUIDs are lower-case hex, so every store's string order agrees).
  */
 import { createHash, randomUUID } from 'node:crypto'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { isGatewayError } from '../../core/errors.js'
-import type { AdminStore, ApiKeyRecord, BootstrapSeed, WorkspaceRecord } from '../../core/ports.js'
+import type {
+  AdminStore,
+  AdminWriter,
+  ApiKeyRecord,
+  AuditEntry,
+  AuditFilter,
+  BootstrapSeed,
+  InviteRecord,
+  OrganisationRecord,
+  UserRecord,
+  WorkspaceMemberRecord,
+  WorkspaceRecord,
+} from '../../core/ports.js'
 
 const BASE_TIME = Date.parse('2024-03-01T10:00:00.000Z')
+const DAY_MS = 86_400_000
 
 function at(offsetMs: number): string {
   return new Date(BASE_TIME + offsetMs).toISOString()
@@ -17,6 +32,35 @@ function at(offsetMs: number): string {
 
 function hashOf(secret: string): string {
   return createHash('sha256').update(secret).digest('hex')
+}
+
+function compareText(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0
+}
+
+/** The listing order of users, workspaces and API keys: `createdAt`, then id. */
+function byCreation<T extends { readonly createdAt: string; readonly id: string }>(records: readonly T[]): T[] {
+  return [...records].sort((a, b) => compareText(a.createdAt, b.createdAt) || compareText(a.id, b.id))
+}
+
+function makeOrganisation(overrides: Partial<OrganisationRecord> = {}): OrganisationRecord {
+  return { id: randomUUID(), name: 'Acme Ltd', createdAt: at(0), jwt: null, ...overrides }
+}
+
+function makeUser(organisationId: string, overrides: Partial<UserRecord> = {}): UserRecord {
+  const id = randomUUID()
+  return {
+    id,
+    organisationId,
+    email: `user-${id.slice(0, 8)}@acme.test`,
+    firstName: 'Grace',
+    lastName: 'Hopper',
+    role: 'member',
+    passwordHash: null,
+    createdAt: at(500),
+    lastUpdatedAt: at(500),
+    ...overrides,
+  }
 }
 
 function makeWorkspace(organisationId: string, overrides: Partial<WorkspaceRecord> = {}): WorkspaceRecord {
@@ -27,8 +71,42 @@ function makeWorkspace(organisationId: string, overrides: Partial<WorkspaceRecor
     organisationId,
     name: 'Workspace',
     description: null,
+    defaults: null,
+    usageLimits: [],
+    rateLimits: [],
     createdAt: at(1_000),
     lastUpdatedAt: at(2_000),
+    ...overrides,
+  }
+}
+
+function makeMember(workspace: WorkspaceRecord, user: UserRecord, overrides: Partial<WorkspaceMemberRecord> = {}): WorkspaceMemberRecord {
+  return {
+    workspaceId: workspace.id,
+    userId: user.id,
+    organisationId: workspace.organisationId,
+    role: 'member',
+    createdAt: at(2_500),
+    lastUpdatedAt: at(2_500),
+    ...overrides,
+  }
+}
+
+function makeInvite(organisationId: string, overrides: Partial<InviteRecord> = {}): InviteRecord {
+  return {
+    id: randomUUID(),
+    organisationId,
+    tokenHash: hashOf(randomUUID()),
+    email: 'invitee@acme.test',
+    role: 'member',
+    workspaces: [],
+    apiKeyScopes: null,
+    invitedBy: null,
+    state: 'pending',
+    createdAt: at(5_000),
+    expiresAt: at(5_000 + 7 * DAY_MS),
+    acceptedAt: null,
+    lastUpdatedAt: at(5_000),
     ...overrides,
   }
 }
@@ -48,43 +126,71 @@ function makeApiKey(organisationId: string, overrides: Partial<ApiKeyRecord> = {
     status: 'active',
     expiresAt: null,
     creationMode: 'api',
+    rateLimits: [],
+    usageLimits: null,
+    defaults: null,
+    alertEmails: [],
+    previousKeyHash: null,
+    previousKeyExpiresAt: null,
+    lastRotatedAt: null,
     createdAt: at(3_000),
     lastUpdatedAt: at(4_000),
     ...overrides,
   }
 }
 
+function makeAudit(organisationId: string | null, overrides: Partial<AuditEntry> = {}): AuditEntry {
+  return {
+    id: randomUUID(),
+    timestamp: at(10_000),
+    organisationId,
+    workspaceId: null,
+    userId: null,
+    userType: 'api_key',
+    method: 'POST',
+    uri: '/v1/admin/workspaces',
+    requestId: randomUUID(),
+    requestBody: '{"name":"Research"}',
+    queryParams: '{}',
+    responseStatusCode: 200,
+    resourceType: 'workspace',
+    action: 'create',
+    resourceId: null,
+    clientIp: '127.0.0.1',
+    ...overrides,
+  }
+}
+
 function makeSeed(options: { createdOffsetMs?: number; keyHash?: string } = {}): BootstrapSeed {
-  const organisationId = randomUUID()
   const created = at(options.createdOffsetMs ?? 0)
-  const ownerId = randomUUID()
-  const workspace = makeWorkspace(organisationId, {
+  const organisation = makeOrganisation({ createdAt: created })
+  const owner = makeUser(organisation.id, {
+    email: 'owner@acme.test',
+    firstName: 'Ada',
+    lastName: 'Lovelace',
+    role: 'owner',
+    createdAt: created,
+    lastUpdatedAt: created,
+  })
+  const workspace = makeWorkspace(organisation.id, {
     name: 'Default',
     description: 'The default workspace',
     createdAt: created,
     lastUpdatedAt: created,
   })
   return {
-    organisation: { id: organisationId, name: 'Acme Ltd', createdAt: created },
-    owner: {
-      id: ownerId,
-      organisationId,
-      email: 'owner@acme.test',
-      firstName: 'Ada',
-      lastName: 'Lovelace',
-      role: 'owner',
-      createdAt: created,
-    },
+    organisation,
+    owner,
     workspace,
-    adminKey: makeApiKey(organisationId, {
+    membership: makeMember(workspace, owner, { role: 'admin', createdAt: created, lastUpdatedAt: created }),
+    adminKey: makeApiKey(organisation.id, {
       keyHash: options.keyHash ?? hashOf(randomUUID()),
       maskedKey: 'gw********adm',
       name: 'Admin key',
       description: 'Created at bootstrap',
       type: 'organisation-service',
-      userId: ownerId,
+      userId: owner.id,
       scopes: ['organisation.admin', 'workspaces.read', 'workspaces.write'],
-      expiresAt: null,
       creationMode: 'auto',
       createdAt: created,
       lastUpdatedAt: created,
@@ -92,14 +198,21 @@ function makeSeed(options: { createdOffsetMs?: number; keyHash?: string } = {}):
   }
 }
 
-async function expectConflict(promise: Promise<unknown>): Promise<void> {
-  const error = await promise.then(
-    () => null,
+async function rejectionOf(promise: Promise<unknown>): Promise<unknown> {
+  return promise.then(
+    () => {
+      throw new Error('expected the promise to reject')
+    },
     (caught: unknown) => caught,
   )
-  expect(error, 'expected the write to reject').not.toBeNull()
+}
+
+/** Expects a `GW_ADMIN_CONFLICT`, naming `param` when given. */
+async function expectConflict(promise: Promise<unknown>, param?: string): Promise<void> {
+  const error = await rejectionOf(promise)
   expect(isGatewayError(error), `expected a GatewayError, got ${String(error)}`).toBe(true)
   expect(error).toMatchObject({ code: 'GW_ADMIN_CONFLICT', status: 409 })
+  if (param !== undefined) expect(error).toMatchObject({ param })
 }
 
 /** Registers the contract suite for one `AdminStore` implementation. */
@@ -115,199 +228,1112 @@ export function describeAdminStoreContract(name: string, makeStore: () => Promis
       await store.close()
     })
 
-    it('reports healthy once started', async () => {
-      expect((await store.health()).ok).toBe(true)
-    })
+    /** Test set-up writes: audited under an organisation of their own, so audit listings stay clean. */
+    function arrange<T>(work: (writer: AdminWriter) => Promise<T>): Promise<T> {
+      return store.write(makeAudit(randomUUID(), { action: 'arrange' }), work)
+    }
 
-    it('has no organisation before bootstrap', async () => {
-      expect(await store.findFirstOrganisation()).toBeNull()
-    })
-
-    it('finds every bootstrap record back', async () => {
-      const seed = makeSeed()
+    async function bootstrapped(options: { createdOffsetMs?: number } = {}): Promise<BootstrapSeed> {
+      const seed = makeSeed(options)
       await store.bootstrap(seed)
+      return seed
+    }
 
-      expect(await store.findFirstOrganisation()).toEqual(seed.organisation)
-      expect(await store.findUser(seed.organisation.id, seed.owner.id)).toEqual(seed.owner)
-      expect(await store.findWorkspace(seed.organisation.id, seed.workspace.id)).toEqual(seed.workspace)
-      expect(await store.findApiKeyByHash(seed.adminKey.keyHash)).toEqual(seed.adminKey)
-    })
+    async function auditsOf(organisationId: string, filter: AuditFilter = {}): Promise<AuditEntry[]> {
+      return [...(await store.listAuditEntries(organisationId, filter, { offset: 0, limit: 100 })).items]
+    }
 
-    it('returns the oldest organisation first', async () => {
-      const newer = makeSeed({ createdOffsetMs: 60_000 })
-      const older = makeSeed({ createdOffsetMs: -60_000 })
-      await store.bootstrap(newer)
-      await store.bootstrap(older)
-      expect(await store.findFirstOrganisation()).toEqual(older.organisation)
-    })
-
-    it('writes nothing from a bootstrap whose API key hash is taken', async () => {
-      const first = makeSeed()
-      await store.bootstrap(first)
-      // Older than `first`, so a leaked organisation would become the first one.
-      const second = makeSeed({ createdOffsetMs: -60_000, keyHash: first.adminKey.keyHash })
-
-      await expectConflict(store.bootstrap(second))
-
-      expect(await store.findFirstOrganisation()).toEqual(first.organisation)
-      expect(await store.findUser(second.organisation.id, second.owner.id)).toBeNull()
-      expect(await store.findWorkspace(second.organisation.id, second.workspace.id)).toBeNull()
-      expect(await store.findWorkspace(second.organisation.id, second.workspace.slug)).toBeNull()
-      expect(await store.findApiKeyByHash(first.adminKey.keyHash)).toEqual(first.adminKey)
-    })
-
-    it('can bootstrap again after a failed bootstrap', async () => {
-      const first = makeSeed()
-      await store.bootstrap(first)
-      const clash = makeSeed({ keyHash: first.adminKey.keyHash })
-      await expectConflict(store.bootstrap(clash))
-
-      const retry: BootstrapSeed = { ...clash, adminKey: { ...clash.adminKey, keyHash: hashOf(randomUUID()) } }
-      await store.bootstrap(retry)
-      expect(await store.findUser(retry.organisation.id, retry.owner.id)).toEqual(retry.owner)
-      expect(await store.findApiKeyByHash(retry.adminKey.keyHash)).toEqual(retry.adminKey)
-    })
-
-    it('returns null for an unknown key hash', async () => {
-      await store.bootstrap(makeSeed())
-      expect(await store.findApiKeyByHash(hashOf('no such secret'))).toBeNull()
-    })
-
-    it('inserts API keys and finds them by hash', async () => {
-      const seed = makeSeed()
-      await store.bootstrap(seed)
-      const key = makeApiKey(seed.organisation.id, {
-        type: 'workspace-user',
-        workspaceId: seed.workspace.id,
-        userId: seed.owner.id,
-        description: 'A user key',
-        expiresAt: at(86_400_000),
-        status: 'exhausted',
-        creationMode: 'ui',
+    describe('lifecycle and bootstrap', () => {
+      it('reports healthy once started', async () => {
+        expect((await store.health()).ok).toBe(true)
       })
-      await store.insertApiKey(key)
-      expect(await store.findApiKeyByHash(key.keyHash)).toEqual(key)
-    })
 
-    it('rejects an API key whose hash is taken', async () => {
-      const seed = makeSeed()
-      await store.bootstrap(seed)
-      await expectConflict(store.insertApiKey(makeApiKey(seed.organisation.id, { keyHash: seed.adminKey.keyHash })))
-      expect(await store.findApiKeyByHash(seed.adminKey.keyHash)).toEqual(seed.adminKey)
-    })
+      it('has no organisation before bootstrap', async () => {
+        expect(await store.findFirstOrganisation()).toBeNull()
+        expect(await store.findOrganisation(randomUUID())).toBeNull()
+      })
 
-    it('round-trips scopes exactly: order, empty lists and unusual characters', async () => {
-      const seed = makeSeed()
-      await store.bootstrap(seed)
-      const scopeSets: string[][] = [
-        [],
-        ['z.last', 'a.first', 'm.middle'],
-        ['same', 'same'],
-        ['with space', 'comma,inside', 'quote"s', "apostrophe's", '[brackets]', '{braces}', 'ünïcödé ✓', ''],
-      ]
-      const keys = scopeSets.map((scopes) => makeApiKey(seed.organisation.id, { scopes }))
-      for (const key of keys) await store.insertApiKey(key)
-      for (const key of keys) {
-        const found = await store.findApiKeyByHash(key.keyHash)
-        expect(found?.scopes).toEqual(key.scopes)
-      }
-    })
+      it('finds every bootstrap record back', async () => {
+        const seed = await bootstrapped()
+        const organisationId = seed.organisation.id
 
-    it('rejects a duplicate workspace slug in the same organisation', async () => {
-      const seed = makeSeed()
-      await store.bootstrap(seed)
-      const duplicate = makeWorkspace(seed.organisation.id, { slug: seed.workspace.slug })
-      await expectConflict(store.insertWorkspace(duplicate))
-      expect(await store.findWorkspace(seed.organisation.id, duplicate.id)).toBeNull()
-      expect(await store.findWorkspace(seed.organisation.id, seed.workspace.slug)).toEqual(seed.workspace)
-    })
-
-    it('allows the same workspace slug in another organisation', async () => {
-      const first = makeSeed()
-      const second = makeSeed()
-      await store.bootstrap(first)
-      await store.bootstrap(second)
-      const sameSlug = makeWorkspace(second.organisation.id, { slug: first.workspace.slug })
-      await store.insertWorkspace(sameSlug)
-      expect(await store.findWorkspace(second.organisation.id, first.workspace.slug)).toEqual(sameSlug)
-      expect(await store.findWorkspace(first.organisation.id, first.workspace.slug)).toEqual(first.workspace)
-    })
-
-    it('finds a workspace by id and by slug, only within its organisation', async () => {
-      const first = makeSeed()
-      const second = makeSeed()
-      await store.bootstrap(first)
-      await store.bootstrap(second)
-      const workspace = makeWorkspace(first.organisation.id, { name: 'Research', description: 'R&D' })
-      await store.insertWorkspace(workspace)
-
-      expect(await store.findWorkspace(first.organisation.id, workspace.id)).toEqual(workspace)
-      expect(await store.findWorkspace(first.organisation.id, workspace.slug)).toEqual(workspace)
-      expect(await store.findWorkspace(second.organisation.id, workspace.id)).toBeNull()
-      expect(await store.findWorkspace(second.organisation.id, workspace.slug)).toBeNull()
-      expect(await store.findWorkspace(first.organisation.id, 'ws-unknown')).toBeNull()
-      expect(await store.findWorkspace(first.organisation.id, randomUUID())).toBeNull()
-    })
-
-    it('finds a user only within its organisation', async () => {
-      const first = makeSeed()
-      const second = makeSeed()
-      await store.bootstrap(first)
-      await store.bootstrap(second)
-      expect(await store.findUser(first.organisation.id, first.owner.id)).toEqual(first.owner)
-      expect(await store.findUser(second.organisation.id, first.owner.id)).toBeNull()
-      expect(await store.findUser(first.organisation.id, randomUUID())).toBeNull()
-    })
-
-    it('allows the same owner email in two organisations', async () => {
-      const first = makeSeed()
-      const second = makeSeed()
-      expect(second.owner.email).toBe(first.owner.email)
-      await store.bootstrap(first)
-      await store.bootstrap(second)
-      expect(await store.findUser(second.organisation.id, second.owner.id)).toEqual(second.owner)
-    })
-
-    it('lands every one of 50 concurrent workspace inserts', async () => {
-      const seed = makeSeed()
-      await store.bootstrap(seed)
-      const workspaces = Array.from({ length: 50 }, (_, index) =>
-        makeWorkspace(seed.organisation.id, { slug: `concurrent-${index}`, name: `Concurrent ${index}` }),
-      )
-      await Promise.all(workspaces.map((workspace) => store.insertWorkspace(workspace)))
-      const found = await Promise.all(workspaces.map((workspace) => store.findWorkspace(seed.organisation.id, workspace.slug)))
-      expect(found).toEqual(workspaces)
-    })
-
-    it('keeps concurrent bootstraps apart: the good ones land whole, a conflicting one leaves nothing', async () => {
-      const existing = makeSeed()
-      await store.bootstrap(existing)
-      const good = Array.from({ length: 8 }, () => makeSeed())
-      const bad = makeSeed({ keyHash: existing.adminKey.keyHash })
-      const results = await Promise.allSettled([...good, bad].map((seed) => store.bootstrap(seed)))
-
-      expect(results.slice(0, good.length).every((result) => result.status === 'fulfilled')).toBe(true)
-      expect(results[good.length]).toMatchObject({ status: 'rejected', reason: { code: 'GW_ADMIN_CONFLICT' } })
-      for (const seed of good) {
-        expect(await store.findUser(seed.organisation.id, seed.owner.id)).toEqual(seed.owner)
-        expect(await store.findWorkspace(seed.organisation.id, seed.workspace.slug)).toEqual(seed.workspace)
+        expect(await store.findFirstOrganisation()).toEqual(seed.organisation)
+        expect(await store.findOrganisation(organisationId)).toEqual(seed.organisation)
+        expect(await store.findUser(organisationId, seed.owner.id)).toEqual(seed.owner)
+        expect(await store.findWorkspace(organisationId, seed.workspace.id)).toEqual(seed.workspace)
+        expect(await store.findMember(seed.workspace.id, seed.owner.id)).toEqual({ member: seed.membership, user: seed.owner })
+        expect(await store.listMembershipsOfUser(organisationId, seed.owner.id)).toEqual([seed.membership])
         expect(await store.findApiKeyByHash(seed.adminKey.keyHash)).toEqual(seed.adminKey)
-      }
-      expect(await store.findUser(bad.organisation.id, bad.owner.id)).toBeNull()
-      expect(await store.findWorkspace(bad.organisation.id, bad.workspace.id)).toBeNull()
+        expect(await store.findApiKey(organisationId, seed.adminKey.id)).toEqual(seed.adminKey)
+      })
+
+      it('returns the oldest organisation first', async () => {
+        await bootstrapped({ createdOffsetMs: 60_000 })
+        const older = await bootstrapped({ createdOffsetMs: -60_000 })
+        expect(await store.findFirstOrganisation()).toEqual(older.organisation)
+      })
+
+      it('writes nothing from a bootstrap whose API key hash is taken', async () => {
+        const first = await bootstrapped()
+        // Older than `first`, so a leaked organisation would become the first one.
+        const second = makeSeed({ createdOffsetMs: -60_000, keyHash: first.adminKey.keyHash })
+
+        await expectConflict(store.bootstrap(second), 'keyHash')
+
+        expect(await store.findFirstOrganisation()).toEqual(first.organisation)
+        expect(await store.findOrganisation(second.organisation.id)).toBeNull()
+        expect(await store.findUser(second.organisation.id, second.owner.id)).toBeNull()
+        expect(await store.findWorkspace(second.organisation.id, second.workspace.id)).toBeNull()
+        expect(await store.findWorkspace(second.organisation.id, second.workspace.slug)).toBeNull()
+        expect(await store.findMember(second.workspace.id, second.owner.id)).toBeNull()
+        expect(await store.findApiKeyByHash(first.adminKey.keyHash)).toEqual(first.adminKey)
+      })
+
+      it('can bootstrap again after a failed bootstrap', async () => {
+        const first = await bootstrapped()
+        const clash = makeSeed({ keyHash: first.adminKey.keyHash })
+        await expectConflict(store.bootstrap(clash))
+
+        const retry: BootstrapSeed = { ...clash, adminKey: { ...clash.adminKey, keyHash: hashOf(randomUUID()) } }
+        await store.bootstrap(retry)
+        expect(await store.findUser(retry.organisation.id, retry.owner.id)).toEqual(retry.owner)
+        expect(await store.findMember(retry.workspace.id, retry.owner.id)).toEqual({ member: retry.membership, user: retry.owner })
+        expect(await store.findApiKeyByHash(retry.adminKey.keyHash)).toEqual(retry.adminKey)
+      })
+
+      it('keeps concurrent bootstraps apart: the good ones land whole, a conflicting one leaves nothing', async () => {
+        const existing = await bootstrapped()
+        const good = Array.from({ length: 8 }, () => makeSeed())
+        const bad = makeSeed({ keyHash: existing.adminKey.keyHash })
+        const results = await Promise.allSettled([...good, bad].map((seed) => store.bootstrap(seed)))
+
+        expect(results.slice(0, good.length).every((result) => result.status === 'fulfilled')).toBe(true)
+        expect(results[good.length]).toMatchObject({ status: 'rejected', reason: { code: 'GW_ADMIN_CONFLICT' } })
+        for (const seed of good) {
+          expect(await store.findUser(seed.organisation.id, seed.owner.id)).toEqual(seed.owner)
+          expect(await store.findWorkspace(seed.organisation.id, seed.workspace.slug)).toEqual(seed.workspace)
+          expect(await store.findApiKeyByHash(seed.adminKey.keyHash)).toEqual(seed.adminKey)
+        }
+        expect(await store.findUser(bad.organisation.id, bad.owner.id)).toBeNull()
+        expect(await store.findWorkspace(bad.organisation.id, bad.workspace.id)).toBeNull()
+        expect(await store.findMember(bad.workspace.id, bad.owner.id)).toBeNull()
+      })
     })
 
-    it('lets exactly one of several concurrent inserts of the same slug win', async () => {
-      const seed = makeSeed()
-      await store.bootstrap(seed)
-      const contenders = Array.from({ length: 5 }, () => makeWorkspace(seed.organisation.id, { slug: 'contested' }))
-      const results = await Promise.allSettled(contenders.map((workspace) => store.insertWorkspace(workspace)))
-      expect(results.filter((result) => result.status === 'fulfilled')).toHaveLength(1)
-      for (const result of results) {
-        if (result.status === 'rejected') expect(result.reason).toMatchObject({ code: 'GW_ADMIN_CONFLICT' })
-      }
-      const winner = await store.findWorkspace(seed.organisation.id, 'contested')
-      expect(contenders).toContainEqual(winner)
+    describe('round trips', () => {
+      it('keeps organisation JWT settings exactly: static JWKS, JWKS URL, and none', async () => {
+        const seed = await bootstrapped()
+        const withJwks: OrganisationRecord = {
+          ...seed.organisation,
+          name: 'Acme Renamed',
+          jwt: {
+            jwksUrl: null,
+            jwks: {
+              keys: [
+                { kty: 'RSA', kid: 'key-1', use: 'sig', alg: 'RS256', n: 'sXch', e: 'AQAB' },
+                { kty: 'RSA', kid: 'key-2', key_ops: ['verify'], n: 'xYz', e: 'AQAB', ext: true },
+              ],
+            },
+            updatedAt: at(60_000),
+          },
+        }
+        await arrange((writer) => writer.updateOrganisation(withJwks))
+        expect(await store.findOrganisation(seed.organisation.id)).toEqual(withJwks)
+
+        const withUrl: OrganisationRecord = {
+          ...withJwks,
+          jwt: { jwksUrl: 'https://idp.example.test/.well-known/jwks.json', jwks: null, updatedAt: at(120_000) },
+        }
+        await arrange((writer) => writer.updateOrganisation(withUrl))
+        expect(await store.findOrganisation(seed.organisation.id)).toEqual(withUrl)
+
+        const without: OrganisationRecord = { ...withUrl, jwt: null }
+        await arrange((writer) => writer.updateOrganisation(without))
+        expect(await store.findOrganisation(seed.organisation.id)).toEqual(without)
+        expect(await store.findFirstOrganisation()).toEqual(without)
+      })
+
+      it('keeps users exactly, with and without a password hash', async () => {
+        const seed = await bootstrapped()
+        const plain = makeUser(seed.organisation.id, { firstName: 'Ünïcödé', lastName: "O'Brien" })
+        const withPassword = makeUser(seed.organisation.id, {
+          role: 'admin',
+          passwordHash: 'scrypt$16384$8$1$c2FsdA$aGFzaA',
+          createdAt: at(700),
+          lastUpdatedAt: at(900),
+        })
+        await arrange(async (writer) => {
+          await writer.insertUser(plain)
+          await writer.insertUser(withPassword)
+        })
+        expect(await store.findUser(seed.organisation.id, plain.id)).toEqual(plain)
+        expect(await store.findUser(seed.organisation.id, withPassword.id)).toEqual(withPassword)
+      })
+
+      it('keeps workspaces exactly: defaults, usage limits and rate limits, set and empty', async () => {
+        const seed = await bootstrapped()
+        const full = makeWorkspace(seed.organisation.id, {
+          name: 'Research',
+          description: 'R&D "lab"',
+          defaults: { metadata: { team: 'research', _user: 'ada', 'with space': 'ü' }, configId: 'cfg-main' },
+          usageLimits: [
+            { type: 'cost', creditLimit: 125.5, alertThreshold: 100, periodicReset: 'monthly', periodicResetDays: null },
+            { type: 'tokens', creditLimit: 1_000_000, alertThreshold: null, periodicReset: null, periodicResetDays: 14 },
+          ],
+          rateLimits: [
+            { type: 'requests', unit: 'rpm', value: 600 },
+            { type: 'tokens', unit: 'rpd', value: 2_000_000 },
+          ],
+        })
+        const sparse = makeWorkspace(seed.organisation.id, { defaults: { metadata: null, configId: null } })
+        const bare = makeWorkspace(seed.organisation.id, { defaults: { metadata: {}, configId: null } })
+        await arrange(async (writer) => {
+          for (const workspace of [full, sparse, bare]) await writer.insertWorkspace(workspace)
+        })
+        for (const workspace of [full, sparse, bare]) {
+          expect(await store.findWorkspace(seed.organisation.id, workspace.id)).toEqual(workspace)
+        }
+      })
+
+      it('keeps API keys exactly, every optional field set and every one unset', async () => {
+        const seed = await bootstrapped()
+        const full = makeApiKey(seed.organisation.id, {
+          type: 'workspace-user',
+          workspaceId: seed.workspace.id,
+          userId: seed.owner.id,
+          description: 'A user key',
+          status: 'exhausted',
+          expiresAt: at(30 * DAY_MS),
+          creationMode: 'ui',
+          rateLimits: [
+            { type: 'requests', unit: 'rps', value: 5 },
+            { type: 'requests', unit: 'rpw', value: 10_000 },
+          ],
+          usageLimits: { type: 'cost', creditLimit: 20, alertThreshold: 15.25, periodicReset: 'weekly', periodicResetDays: null },
+          defaults: { metadata: { env: 'prod' }, configId: 'pc-abc' },
+          alertEmails: ['ops@acme.test', 'finance@acme.test'],
+          previousKeyHash: hashOf('old secret'),
+          previousKeyExpiresAt: at(DAY_MS),
+          lastRotatedAt: at(DAY_MS / 2),
+        })
+        const bare = makeApiKey(seed.organisation.id)
+        await arrange(async (writer) => {
+          await writer.insertApiKey(full)
+          await writer.insertApiKey(bare)
+        })
+        expect(await store.findApiKeyByHash(full.keyHash)).toEqual(full)
+        expect(await store.findApiKey(seed.organisation.id, full.id)).toEqual(full)
+        expect(await store.findApiKey(seed.organisation.id, bare.id)).toEqual(bare)
+      })
+
+      it('round-trips string lists exactly: order, duplicates, empty lists and unusual characters', async () => {
+        const seed = await bootstrapped()
+        const lists: string[][] = [
+          [],
+          ['z.last', 'a.first', 'm.middle'],
+          ['same', 'same'],
+          ['with space', 'comma,inside', 'quote"s', "apostrophe's", '[brackets]', '{braces}', 'ünïcödé ✓', ''],
+        ]
+        const keys = lists.map((list) => makeApiKey(seed.organisation.id, { scopes: list, alertEmails: [...list].reverse() }))
+        await arrange(async (writer) => {
+          for (const key of keys) await writer.insertApiKey(key)
+        })
+        for (const key of keys) {
+          const found = await store.findApiKeyByHash(key.keyHash)
+          expect(found?.scopes).toEqual(key.scopes)
+          expect(found?.alertEmails).toEqual(key.alertEmails)
+        }
+      })
+
+      it('keeps invites exactly: workspaces, key scopes unset, empty or listed, acceptance', async () => {
+        const seed = await bootstrapped()
+        const other = makeWorkspace(seed.organisation.id)
+        const invites = [
+          makeInvite(seed.organisation.id),
+          makeInvite(seed.organisation.id, {
+            email: 'second@acme.test',
+            role: 'admin',
+            workspaces: [
+              { workspaceId: seed.workspace.id, role: 'manager' },
+              { workspaceId: other.id, role: 'member' },
+            ],
+            apiKeyScopes: ['completions.write', 'logs.read'],
+            invitedBy: seed.owner.id,
+          }),
+          makeInvite(seed.organisation.id, {
+            email: 'third@acme.test',
+            apiKeyScopes: [],
+            state: 'accepted',
+            acceptedAt: at(6_000),
+            lastUpdatedAt: at(6_000),
+          }),
+        ]
+        await arrange(async (writer) => {
+          await writer.insertWorkspace(other)
+          for (const invite of invites) await writer.insertInvite(invite)
+        })
+        for (const invite of invites) {
+          expect(await store.findInvite(seed.organisation.id, invite.id)).toEqual(invite)
+          expect(await store.findInviteByTokenHash(invite.tokenHash)).toEqual(invite)
+        }
+      })
+
+      it('keeps audit entries exactly, with every optional field set and unset', async () => {
+        const seed = await bootstrapped()
+        const full = makeAudit(seed.organisation.id, {
+          workspaceId: seed.workspace.id,
+          userId: seed.owner.id,
+          userType: 'user',
+          method: 'PUT',
+          uri: '/v1/admin/workspaces/ws-1?force=true',
+          requestBody: '{"name":"x","api_key":"gw********abc"}',
+          queryParams: '{"force":"true"}',
+          responseStatusCode: 409,
+          action: 'update',
+          resourceId: seed.workspace.slug,
+          clientIp: '2001:db8::1',
+        })
+        const bare = makeAudit(seed.organisation.id, {
+          timestamp: at(20_000),
+          requestBody: null,
+          resourceId: null,
+          clientIp: null,
+          method: 'DELETE',
+        })
+        await store.recordAudit(full)
+        await store.recordAudit(bare)
+        expect(await auditsOf(seed.organisation.id)).toEqual([bare, full])
+      })
+    })
+
+    describe('uniqueness', () => {
+      it('rejects an API key whose hash is taken, naming keyHash', async () => {
+        const seed = await bootstrapped()
+        await expectConflict(arrange((writer) => writer.insertApiKey(makeApiKey(seed.organisation.id, { keyHash: seed.adminKey.keyHash }))), 'keyHash')
+        expect(await store.findApiKeyByHash(seed.adminKey.keyHash)).toEqual(seed.adminKey)
+      })
+
+      it('rejects a duplicate workspace slug in the same organisation, allows it in another', async () => {
+        const first = await bootstrapped()
+        const second = await bootstrapped()
+        const duplicate = makeWorkspace(first.organisation.id, { slug: first.workspace.slug })
+        await expectConflict(arrange((writer) => writer.insertWorkspace(duplicate)), 'slug')
+        expect(await store.findWorkspace(first.organisation.id, duplicate.id)).toBeNull()
+        expect(await store.findWorkspace(first.organisation.id, first.workspace.slug)).toEqual(first.workspace)
+
+        const sameSlug = makeWorkspace(second.organisation.id, { slug: first.workspace.slug })
+        await arrange((writer) => writer.insertWorkspace(sameSlug))
+        expect(await store.findWorkspace(second.organisation.id, first.workspace.slug)).toEqual(sameSlug)
+        expect(await store.findWorkspace(first.organisation.id, first.workspace.slug)).toEqual(first.workspace)
+      })
+
+      it('rejects a duplicate user email in the same organisation, allows it in another', async () => {
+        const first = await bootstrapped()
+        const second = await bootstrapped()
+        expect(second.owner.email).toBe(first.owner.email)
+        await expectConflict(arrange((writer) => writer.insertUser(makeUser(first.organisation.id, { email: first.owner.email }))), 'email')
+        expect(await store.findUser(second.organisation.id, second.owner.id)).toEqual(second.owner)
+        expect((await store.listUsers(first.organisation.id, {}, { offset: 0, limit: 10 })).total).toBe(1)
+      })
+
+      it('rejects a second membership of the same user in a workspace, naming userId', async () => {
+        const seed = await bootstrapped()
+        await expectConflict(
+          arrange((writer) => writer.insertMember(makeMember(seed.workspace, seed.owner, { role: 'member', createdAt: at(9_000) }))),
+          'userId',
+        )
+        expect(await store.findMember(seed.workspace.id, seed.owner.id)).toEqual({ member: seed.membership, user: seed.owner })
+      })
+
+      it('rejects an invite whose token hash is taken, naming tokenHash', async () => {
+        const seed = await bootstrapped()
+        const invite = makeInvite(seed.organisation.id)
+        await arrange((writer) => writer.insertInvite(invite))
+        await expectConflict(arrange((writer) => writer.insertInvite(makeInvite(seed.organisation.id, { tokenHash: invite.tokenHash }))), 'tokenHash')
+        expect(await store.findInviteByTokenHash(invite.tokenHash)).toEqual(invite)
+      })
+
+      it('names the field of a clash with a row written earlier in the same write', async () => {
+        const seed = await bootstrapped()
+        const first = makeWorkspace(seed.organisation.id, { slug: 'twice' })
+        await expectConflict(
+          arrange(async (writer) => {
+            await writer.insertWorkspace(first)
+            await writer.insertWorkspace(makeWorkspace(seed.organisation.id, { slug: 'twice' }))
+          }),
+          'slug',
+        )
+        const user = makeUser(seed.organisation.id)
+        await expectConflict(
+          arrange(async (writer) => {
+            await writer.insertUser(user)
+            await writer.insertMember(makeMember(seed.workspace, user))
+            await writer.insertMember(makeMember(seed.workspace, user, { role: 'manager' }))
+          }),
+          'userId',
+        )
+        expect(await store.findWorkspace(seed.organisation.id, 'twice')).toBeNull()
+        expect(await store.findUser(seed.organisation.id, user.id)).toBeNull()
+      })
+
+      it('rejects an update that takes another record’s unique value', async () => {
+        const seed = await bootstrapped()
+        const user = makeUser(seed.organisation.id)
+        const key = makeApiKey(seed.organisation.id)
+        const workspace = makeWorkspace(seed.organisation.id)
+        await arrange(async (writer) => {
+          await writer.insertUser(user)
+          await writer.insertApiKey(key)
+          await writer.insertWorkspace(workspace)
+        })
+        await expectConflict(
+          arrange((writer) => writer.updateUser({ ...user, email: seed.owner.email, lastUpdatedAt: at(9_000) }, user.lastUpdatedAt)),
+          'email',
+        )
+        await expectConflict(
+          arrange((writer) => writer.updateApiKey({ ...key, keyHash: seed.adminKey.keyHash, lastUpdatedAt: at(9_000) }, key.lastUpdatedAt)),
+          'keyHash',
+        )
+        await expectConflict(
+          arrange((writer) =>
+            writer.updateWorkspace({ ...workspace, slug: seed.workspace.slug, lastUpdatedAt: at(9_000) }, workspace.lastUpdatedAt),
+          ),
+          'slug',
+        )
+        expect(await store.findUser(seed.organisation.id, user.id)).toEqual(user)
+        expect(await store.findApiKey(seed.organisation.id, key.id)).toEqual(key)
+        expect(await store.findWorkspace(seed.organisation.id, workspace.id)).toEqual(workspace)
+      })
+
+      it('lets exactly one of several concurrent inserts of the same slug win', async () => {
+        const seed = await bootstrapped()
+        const contenders = Array.from({ length: 5 }, () => makeWorkspace(seed.organisation.id, { slug: 'contested' }))
+        const results = await Promise.allSettled(contenders.map((workspace) => arrange((writer) => writer.insertWorkspace(workspace))))
+        expect(results.filter((result) => result.status === 'fulfilled')).toHaveLength(1)
+        for (const result of results) {
+          if (result.status === 'rejected') expect(result.reason).toMatchObject({ code: 'GW_ADMIN_CONFLICT', param: 'slug' })
+        }
+        const winner = await store.findWorkspace(seed.organisation.id, 'contested')
+        expect(contenders).toContainEqual(winner)
+      })
+    })
+
+    describe('finding records', () => {
+      it('finds a workspace by id and by slug, only within its organisation', async () => {
+        const first = await bootstrapped()
+        const second = await bootstrapped()
+        const workspace = makeWorkspace(first.organisation.id, { name: 'Research', description: 'R&D' })
+        await arrange((writer) => writer.insertWorkspace(workspace))
+
+        expect(await store.findWorkspace(first.organisation.id, workspace.id)).toEqual(workspace)
+        expect(await store.findWorkspace(first.organisation.id, workspace.slug)).toEqual(workspace)
+        expect(await store.findWorkspace(second.organisation.id, workspace.id)).toBeNull()
+        expect(await store.findWorkspace(second.organisation.id, workspace.slug)).toBeNull()
+        expect(await store.findWorkspace(first.organisation.id, 'ws-unknown')).toBeNull()
+        expect(await store.findWorkspace(first.organisation.id, randomUUID())).toBeNull()
+      })
+
+      it('prefers an id match over a slug match', async () => {
+        const seed = await bootstrapped()
+        const target = makeWorkspace(seed.organisation.id)
+        const impostor = makeWorkspace(seed.organisation.id, { slug: target.id })
+        await arrange(async (writer) => {
+          await writer.insertWorkspace(impostor)
+          await writer.insertWorkspace(target)
+        })
+        expect(await store.findWorkspace(seed.organisation.id, target.id)).toEqual(target)
+      })
+
+      it('finds a user by id and by email, only within its organisation', async () => {
+        const first = await bootstrapped()
+        const second = await bootstrapped()
+        expect(await store.findUser(first.organisation.id, first.owner.id)).toEqual(first.owner)
+        expect(await store.findUser(second.organisation.id, first.owner.id)).toBeNull()
+        expect(await store.findUser(first.organisation.id, randomUUID())).toBeNull()
+        expect(await store.findUserByEmail(first.organisation.id, 'owner@acme.test')).toEqual(first.owner)
+        expect(await store.findUserByEmail(second.organisation.id, 'owner@acme.test')).toEqual(second.owner)
+        expect(await store.findUserByEmail(first.organisation.id, 'nobody@acme.test')).toBeNull()
+      })
+
+      it('matches emails exactly in their stored lower-case form', async () => {
+        const seed = await bootstrapped()
+        const user = makeUser(seed.organisation.id, { email: 'mixed.case@acme.test' })
+        const member = makeMember(seed.workspace, user)
+        const invite = makeInvite(seed.organisation.id, { email: 'mixed.case@acme.test' })
+        await arrange(async (writer) => {
+          await writer.insertUser(user)
+          await writer.insertMember(member)
+          await writer.insertInvite(invite)
+        })
+        const everything = { offset: 0, limit: 10 }
+        expect(await store.findUserByEmail(seed.organisation.id, 'mixed.case@acme.test')).toEqual(user)
+        expect((await store.listUsers(seed.organisation.id, { email: 'mixed.case@acme.test' }, everything)).items).toEqual([user])
+        expect((await store.listMembers(seed.workspace.id, { email: 'mixed.case@acme.test' }, everything)).items).toEqual([{ member, user }])
+        expect((await store.listInvites(seed.organisation.id, { email: 'mixed.case@acme.test' }, everything, at(0))).items).toEqual([invite])
+        expect((await store.listUsers(seed.organisation.id, { email: 'mixed.case' }, everything)).total).toBe(0)
+      })
+
+      it('finds API keys by id within the organisation, and by current or rotated-out hash', async () => {
+        const first = await bootstrapped()
+        const second = await bootstrapped()
+        const previousHash = hashOf('rotated out')
+        const rotated = makeApiKey(first.organisation.id, { previousKeyHash: previousHash, previousKeyExpiresAt: at(DAY_MS) })
+        await arrange((writer) => writer.insertApiKey(rotated))
+
+        expect(await store.findApiKey(first.organisation.id, rotated.id)).toEqual(rotated)
+        expect(await store.findApiKey(second.organisation.id, rotated.id)).toBeNull()
+        expect(await store.findApiKey(first.organisation.id, randomUUID())).toBeNull()
+        expect(await store.findApiKeyByHash(rotated.keyHash)).toEqual(rotated)
+        expect(await store.findApiKeyByHash(previousHash)).toEqual(rotated)
+        expect(await store.findApiKeyByHash(hashOf('no such secret'))).toBeNull()
+      })
+
+      it('finds invites by id within the organisation, and by token hash', async () => {
+        const first = await bootstrapped()
+        const second = await bootstrapped()
+        const invite = makeInvite(first.organisation.id)
+        await arrange((writer) => writer.insertInvite(invite))
+        expect(await store.findInvite(first.organisation.id, invite.id)).toEqual(invite)
+        expect(await store.findInvite(second.organisation.id, invite.id)).toBeNull()
+        expect(await store.findInviteByTokenHash(invite.tokenHash)).toEqual(invite)
+        expect(await store.findInviteByTokenHash(hashOf('unknown token'))).toBeNull()
+      })
+
+      it('finds a membership with its user, and nothing for a non-member', async () => {
+        const seed = await bootstrapped()
+        const user = makeUser(seed.organisation.id)
+        await arrange((writer) => writer.insertUser(user))
+        expect(await store.findMember(seed.workspace.id, user.id)).toBeNull()
+        const member = makeMember(seed.workspace, user, { role: 'manager' })
+        await arrange((writer) => writer.insertMember(member))
+        expect(await store.findMember(seed.workspace.id, user.id)).toEqual({ member, user })
+        expect(await store.findMember(randomUUID(), user.id)).toBeNull()
+      })
+    })
+
+    describe('listings', () => {
+      it('lists users in creation order with filters, paging and a total across pages', async () => {
+        const seed = await bootstrapped({ createdOffsetMs: -DAY_MS })
+        const other = await bootstrapped()
+        const users = [
+          makeUser(seed.organisation.id, { role: 'admin', createdAt: at(3_000) }),
+          makeUser(seed.organisation.id, { createdAt: at(1_000) }),
+          makeUser(seed.organisation.id, { createdAt: at(2_000) }),
+          makeUser(seed.organisation.id, { role: 'admin', createdAt: at(2_000) }),
+          makeUser(seed.organisation.id, { createdAt: at(2_000) }),
+        ]
+        await arrange(async (writer) => {
+          for (const user of users) await writer.insertUser(user)
+          await writer.insertUser(makeUser(other.organisation.id))
+        })
+        const all = byCreation([seed.owner, ...users])
+
+        const firstPage = await store.listUsers(seed.organisation.id, {}, { offset: 0, limit: 4 })
+        expect(firstPage).toEqual({ total: 6, items: all.slice(0, 4) })
+        const secondPage = await store.listUsers(seed.organisation.id, {}, { offset: 4, limit: 4 })
+        expect(secondPage).toEqual({ total: 6, items: all.slice(4) })
+        expect(await store.listUsers(seed.organisation.id, {}, { offset: 10, limit: 4 })).toEqual({ total: 6, items: [] })
+
+        const admins = all.filter((user) => user.role === 'admin')
+        expect(await store.listUsers(seed.organisation.id, { role: 'admin' }, { offset: 0, limit: 10 })).toEqual({ total: 2, items: admins })
+        expect(await store.listUsers(seed.organisation.id, { role: 'admin' }, { offset: 1, limit: 1 })).toEqual({
+          total: 2,
+          items: admins.slice(1),
+        })
+        expect(await store.listUsers(seed.organisation.id, { role: 'owner', email: seed.owner.email }, { offset: 0, limit: 10 })).toEqual({
+          total: 1,
+          items: [seed.owner],
+        })
+        expect(await store.listUsers(seed.organisation.id, { role: 'member', email: seed.owner.email }, { offset: 0, limit: 10 })).toEqual({
+          total: 0,
+          items: [],
+        })
+        expect((await store.listUsers(randomUUID(), {}, { offset: 0, limit: 10 })).total).toBe(0)
+      })
+
+      it('lists workspaces in creation order by name substring, exact name and ids', async () => {
+        const seed = await bootstrapped({ createdOffsetMs: -DAY_MS })
+        const other = await bootstrapped()
+        const workspaces = [
+          makeWorkspace(seed.organisation.id, { name: 'Research Lab', createdAt: at(4_000) }),
+          makeWorkspace(seed.organisation.id, { name: 'research', createdAt: at(1_000) }),
+          makeWorkspace(seed.organisation.id, { name: 'Research', createdAt: at(2_000) }),
+          makeWorkspace(seed.organisation.id, { name: 'Sales', createdAt: at(2_000) }),
+        ]
+        await arrange(async (writer) => {
+          for (const workspace of workspaces) await writer.insertWorkspace(workspace)
+          await writer.insertWorkspace(makeWorkspace(other.organisation.id, { name: 'Research' }))
+        })
+        const all = byCreation([seed.workspace, ...workspaces])
+        const everything = { offset: 0, limit: 10 }
+
+        expect(await store.listWorkspaces(seed.organisation.id, {}, everything)).toEqual({ total: 5, items: all })
+        expect(await store.listWorkspaces(seed.organisation.id, {}, { offset: 1, limit: 2 })).toEqual({ total: 5, items: all.slice(1, 3) })
+
+        const containing = all.filter((workspace) => workspace.name.includes('Research'))
+        expect(await store.listWorkspaces(seed.organisation.id, { name: 'Research' }, everything)).toEqual({ total: 2, items: containing })
+        expect(await store.listWorkspaces(seed.organisation.id, { name: 'earch' }, everything)).toEqual({
+          total: 3,
+          items: all.filter((workspace) => workspace.name.includes('earch')),
+        })
+        expect(await store.listWorkspaces(seed.organisation.id, { name: '%' }, everything)).toEqual({ total: 0, items: [] })
+        expect(await store.listWorkspaces(seed.organisation.id, { exactName: 'Research' }, everything)).toEqual({
+          total: 1,
+          items: [workspaces[2]],
+        })
+
+        const chosen = [workspaces[0], workspaces[3]].map((workspace) => workspace?.id ?? '')
+        expect(await store.listWorkspaces(seed.organisation.id, { ids: chosen }, everything)).toEqual({
+          total: 2,
+          items: all.filter((workspace) => chosen.includes(workspace.id)),
+        })
+        expect(await store.listWorkspaces(seed.organisation.id, { ids: [] }, everything)).toEqual({ total: 0, items: [] })
+        expect(await store.listWorkspaces(other.organisation.id, { ids: chosen }, everything)).toEqual({ total: 0, items: [] })
+        expect(await store.listWorkspaces(seed.organisation.id, { ids: chosen, name: 'Sales' }, everything)).toEqual({
+          total: 1,
+          items: [workspaces[3]],
+        })
+      })
+
+      it('lists members with their users in membership order, by role and email', async () => {
+        const seed = await bootstrapped()
+        const users = Array.from({ length: 4 }, () => makeUser(seed.organisation.id))
+        const [u0, u1, u2, u3] = users as [UserRecord, UserRecord, UserRecord, UserRecord]
+        const members = [
+          makeMember(seed.workspace, u0, { role: 'manager', createdAt: at(9_000) }),
+          makeMember(seed.workspace, u1, { createdAt: at(7_000) }),
+          makeMember(seed.workspace, u2, { createdAt: at(7_000) }),
+          makeMember(seed.workspace, u3, { role: 'manager', createdAt: at(8_000) }),
+        ]
+        const elsewhere = makeWorkspace(seed.organisation.id)
+        await arrange(async (writer) => {
+          for (const user of users) await writer.insertUser(user)
+          for (const member of members) await writer.insertMember(member)
+          await writer.insertWorkspace(elsewhere)
+          await writer.insertMember(makeMember(elsewhere, u0))
+        })
+        const userOf = new Map([seed.owner, ...users].map((user) => [user.id, user]))
+        const all = [seed.membership, ...members]
+          .sort((a, b) => compareText(a.createdAt, b.createdAt) || compareText(a.userId, b.userId))
+          .map((member) => ({ member, user: userOf.get(member.userId) }))
+
+        expect(await store.listMembers(seed.workspace.id, {}, { offset: 0, limit: 10 })).toEqual({ total: 5, items: all })
+        expect(await store.listMembers(seed.workspace.id, {}, { offset: 2, limit: 2 })).toEqual({ total: 5, items: all.slice(2, 4) })
+        expect(await store.listMembers(seed.workspace.id, { role: 'manager' }, { offset: 0, limit: 10 })).toEqual({
+          total: 2,
+          items: all.filter((entry) => entry.member.role === 'manager'),
+        })
+        expect(await store.listMembers(seed.workspace.id, { email: u2.email }, { offset: 0, limit: 10 })).toEqual({
+          total: 1,
+          items: [{ member: members[2], user: u2 }],
+        })
+        expect(await store.listMembers(seed.workspace.id, { email: u2.email, role: 'admin' }, { offset: 0, limit: 10 })).toEqual({
+          total: 0,
+          items: [],
+        })
+        expect(await store.listMembers(elsewhere.id, {}, { offset: 0, limit: 10 })).toMatchObject({ total: 1 })
+      })
+
+      it('lists the memberships of a user in workspace creation order', async () => {
+        const seed = await bootstrapped()
+        const user = makeUser(seed.organisation.id)
+        const late = makeWorkspace(seed.organisation.id, { createdAt: at(50_000) })
+        const early = makeWorkspace(seed.organisation.id, { createdAt: at(-50_000) })
+        const memberships = [
+          makeMember(late, user, { createdAt: at(60_000) }),
+          makeMember(seed.workspace, user, { createdAt: at(70_000), role: 'manager' }),
+          makeMember(early, user, { createdAt: at(80_000) }),
+        ]
+        await arrange(async (writer) => {
+          await writer.insertUser(user)
+          await writer.insertWorkspace(late)
+          await writer.insertWorkspace(early)
+          for (const member of memberships) await writer.insertMember(member)
+        })
+        expect(await store.listMembershipsOfUser(seed.organisation.id, user.id)).toEqual([memberships[2], memberships[1], memberships[0]])
+        expect(await store.listMembershipsOfUser(randomUUID(), user.id)).toEqual([])
+      })
+
+      it('lists invites newest first, with status derived from the given time', async () => {
+        const seed = await bootstrapped()
+        const now = at(10 * DAY_MS)
+        const pending = makeInvite(seed.organisation.id, { email: 'a@acme.test', createdAt: at(5 * DAY_MS), expiresAt: at(12 * DAY_MS) })
+        const expired = makeInvite(seed.organisation.id, { email: 'b@acme.test', createdAt: at(1 * DAY_MS), expiresAt: at(8 * DAY_MS) })
+        const expiringNow = makeInvite(seed.organisation.id, { email: 'c@acme.test', createdAt: at(3 * DAY_MS), expiresAt: now })
+        const accepted = makeInvite(seed.organisation.id, {
+          email: 'd@acme.test',
+          role: 'admin',
+          state: 'accepted',
+          createdAt: at(2 * DAY_MS),
+          expiresAt: at(9 * DAY_MS),
+          acceptedAt: at(2 * DAY_MS + 1),
+        })
+        const cancelled = makeInvite(seed.organisation.id, {
+          email: 'e@acme.test',
+          state: 'cancelled',
+          createdAt: at(4 * DAY_MS),
+          expiresAt: at(11 * DAY_MS),
+        })
+        const invites = [pending, expired, expiringNow, accepted, cancelled]
+        await arrange(async (writer) => {
+          for (const invite of invites) await writer.insertInvite(invite)
+          await writer.insertInvite(makeInvite(randomUUID()))
+        })
+        const newestFirst = [...invites].sort((a, b) => compareText(b.createdAt, a.createdAt))
+        const everything = { offset: 0, limit: 10 }
+
+        expect(await store.listInvites(seed.organisation.id, {}, everything, now)).toEqual({ total: 5, items: newestFirst })
+        expect(await store.listInvites(seed.organisation.id, {}, { offset: 1, limit: 2 }, now)).toEqual({
+          total: 5,
+          items: newestFirst.slice(1, 3),
+        })
+        expect(await store.listInvites(seed.organisation.id, { status: 'pending' }, everything, now)).toEqual({ total: 1, items: [pending] })
+        expect(await store.listInvites(seed.organisation.id, { status: 'expired' }, everything, now)).toEqual({
+          total: 2,
+          items: [expiringNow, expired],
+        })
+        expect(await store.listInvites(seed.organisation.id, { status: 'accepted' }, everything, now)).toEqual({ total: 1, items: [accepted] })
+        expect(await store.listInvites(seed.organisation.id, { status: 'cancelled' }, everything, now)).toEqual({ total: 1, items: [cancelled] })
+        // An earlier `now`: every pending invite is still pending.
+        expect(await store.listInvites(seed.organisation.id, { status: 'pending' }, everything, at(0))).toMatchObject({ total: 3 })
+        expect(await store.listInvites(seed.organisation.id, { role: 'admin' }, everything, now)).toEqual({ total: 1, items: [accepted] })
+        expect(await store.listInvites(seed.organisation.id, { email: 'b@acme.test', status: 'expired' }, everything, now)).toEqual({
+          total: 1,
+          items: [expired],
+        })
+        expect(await store.listInvites(seed.organisation.id, { email: 'b@acme.test', status: 'pending' }, everything, now)).toEqual({
+          total: 0,
+          items: [],
+        })
+      })
+
+      it('lists API keys in creation order by workspace and types', async () => {
+        const seed = await bootstrapped({ createdOffsetMs: -DAY_MS })
+        const other = makeWorkspace(seed.organisation.id)
+        const keys = [
+          makeApiKey(seed.organisation.id, { workspaceId: seed.workspace.id, createdAt: at(2_000) }),
+          makeApiKey(seed.organisation.id, { workspaceId: other.id, createdAt: at(1_000) }),
+          makeApiKey(seed.organisation.id, {
+            type: 'workspace-user',
+            workspaceId: seed.workspace.id,
+            userId: seed.owner.id,
+            createdAt: at(2_000),
+          }),
+          makeApiKey(seed.organisation.id, { workspaceId: seed.workspace.id, createdAt: at(2_000) }),
+        ]
+        await arrange(async (writer) => {
+          await writer.insertWorkspace(other)
+          for (const key of keys) await writer.insertApiKey(key)
+          await writer.insertApiKey(makeApiKey(randomUUID(), { workspaceId: seed.workspace.id }))
+        })
+        const all = byCreation([seed.adminKey, ...keys])
+        const everything = { offset: 0, limit: 10 }
+
+        expect(await store.listApiKeys(seed.organisation.id, {}, everything)).toEqual({ total: 5, items: all })
+        expect(await store.listApiKeys(seed.organisation.id, {}, { offset: 3, limit: 10 })).toEqual({ total: 5, items: all.slice(3) })
+        const inDefault = all.filter((key) => key.workspaceId === seed.workspace.id)
+        expect(await store.listApiKeys(seed.organisation.id, { workspaceId: seed.workspace.id }, everything)).toEqual({
+          total: 3,
+          items: inDefault,
+        })
+        expect(await store.listApiKeys(seed.organisation.id, { types: ['organisation-service'] }, everything)).toEqual({
+          total: 1,
+          items: [seed.adminKey],
+        })
+        expect(await store.listApiKeys(seed.organisation.id, { types: ['workspace-service', 'workspace-user'] }, everything)).toEqual({
+          total: 4,
+          items: all.filter((key) => key.type !== 'organisation-service'),
+        })
+        expect(await store.listApiKeys(seed.organisation.id, { types: [] }, everything)).toEqual({ total: 0, items: [] })
+        expect(
+          await store.listApiKeys(seed.organisation.id, { workspaceId: seed.workspace.id, types: ['workspace-user'] }, { offset: 0, limit: 1 }),
+        ).toEqual({ total: 1, items: [keys[2]] })
+      })
+
+      it('lists audit entries newest first with every filter, within the organisation', async () => {
+        const seed = await bootstrapped()
+        const organisationId = seed.organisation.id
+        const entries = [
+          makeAudit(organisationId, { timestamp: at(1_000), method: 'POST', uri: '/v1/admin/workspaces', action: 'create' }),
+          makeAudit(organisationId, {
+            timestamp: at(2_000),
+            method: 'PUT',
+            uri: '/v1/admin/workspaces/ws-1?force=true',
+            action: 'update',
+            workspaceId: seed.workspace.id,
+            userId: seed.owner.id,
+            userType: 'user',
+            responseStatusCode: 409,
+            clientIp: '10.0.0.7',
+          }),
+          makeAudit(organisationId, {
+            timestamp: at(3_000),
+            method: 'DELETE',
+            uri: '/v1/admin/workspaces/ws-1',
+            action: 'delete',
+            resourceType: 'workspace',
+            workspaceId: seed.workspace.id,
+          }),
+          makeAudit(organisationId, {
+            timestamp: at(4_000),
+            method: 'POST',
+            uri: '/v1/admin/users/invites',
+            resourceType: 'invite',
+            action: 'create',
+            responseStatusCode: 201,
+            userId: seed.adminKey.id,
+          }),
+        ]
+        for (const entry of entries) await store.recordAudit(entry)
+        await store.recordAudit(makeAudit(randomUUID(), { timestamp: at(2_500) }))
+        await store.recordAudit(makeAudit(null, { timestamp: at(2_600) }))
+        const [e0, e1, e2, e3] = entries as [AuditEntry, AuditEntry, AuditEntry, AuditEntry]
+
+        expect(await store.listAuditEntries(organisationId, {}, { offset: 0, limit: 10 })).toEqual({ total: 4, items: [e3, e2, e1, e0] })
+        expect(await store.listAuditEntries(organisationId, {}, { offset: 1, limit: 2 })).toEqual({ total: 4, items: [e2, e1] })
+
+        const cases: Array<[AuditFilter, AuditEntry[]]> = [
+          [{ startTime: at(2_000) }, [e3, e2, e1]],
+          [{ endTime: at(2_000) }, [e1, e0]],
+          [{ startTime: at(2_000), endTime: at(3_000) }, [e2, e1]],
+          [{ method: 'POST' }, [e3, e0]],
+          [{ uri: '/v1/admin/workspaces/ws-1' }, [e2, e1]],
+          [{ uri: '/v1/admin/workspaces' }, [e0]],
+          [{ uri: '/v1/admin/workspaces*' }, [e2, e1, e0]],
+          [{ uri: '/v1/admin/users/*' }, [e3]],
+          [{ requestId: e2.requestId }, [e2]],
+          [{ userId: seed.owner.id }, [e1]],
+          [{ userType: 'user' }, [e1]],
+          [{ userType: 'api_key' }, [e3, e2, e0]],
+          [{ workspaceId: seed.workspace.id }, [e2, e1]],
+          [{ resourceType: 'invite' }, [e3]],
+          [{ action: 'create' }, [e3, e0]],
+          [{ responseStatusCode: 409 }, [e1]],
+          [{ clientIp: '10.0.0.7' }, [e1]],
+          [{ method: 'POST', resourceType: 'workspace' }, [e0]],
+          [{ method: 'GET' }, []],
+        ]
+        for (const [filter, expected] of cases) {
+          const page = await store.listAuditEntries(organisationId, filter, { offset: 0, limit: 10 })
+          expect(page, JSON.stringify(filter)).toEqual({ total: expected.length, items: expected })
+        }
+      })
+    })
+
+    describe('optimistic updates', () => {
+      it('updates a user only at the version read', async () => {
+        const seed = await bootstrapped()
+        const renamed: UserRecord = { ...seed.owner, firstName: 'Augusta', passwordHash: 'scrypt$1$2$3$s$h', lastUpdatedAt: at(50_000) }
+        expect(await arrange((writer) => writer.updateUser(renamed, seed.owner.lastUpdatedAt))).toBe(true)
+        expect(await store.findUser(seed.organisation.id, seed.owner.id)).toEqual(renamed)
+
+        const stale: UserRecord = { ...seed.owner, lastName: 'Stale', lastUpdatedAt: at(60_000) }
+        expect(await arrange((writer) => writer.updateUser(stale, seed.owner.lastUpdatedAt))).toBe(false)
+        expect(await store.findUser(seed.organisation.id, seed.owner.id)).toEqual(renamed)
+
+        const elsewhere = { ...renamed, organisationId: randomUUID(), lastUpdatedAt: at(70_000) }
+        expect(await arrange((writer) => writer.updateUser(elsewhere, renamed.lastUpdatedAt))).toBe(false)
+        expect(await arrange((writer) => writer.updateUser(makeUser(seed.organisation.id), at(500)))).toBe(false)
+        expect(await store.findUser(seed.organisation.id, seed.owner.id)).toEqual(renamed)
+      })
+
+      it('updates a workspace only at the version read', async () => {
+        const seed = await bootstrapped()
+        const updated: WorkspaceRecord = {
+          ...seed.workspace,
+          name: 'Renamed',
+          description: null,
+          defaults: { metadata: { team: 'a' }, configId: null },
+          rateLimits: [{ type: 'requests', unit: 'rph', value: 100 }],
+          usageLimits: [{ type: 'cost', creditLimit: 5, alertThreshold: null, periodicReset: null, periodicResetDays: null }],
+          lastUpdatedAt: at(50_000),
+        }
+        expect(await arrange((writer) => writer.updateWorkspace(updated, seed.workspace.lastUpdatedAt))).toBe(true)
+        expect(await store.findWorkspace(seed.organisation.id, seed.workspace.id)).toEqual(updated)
+        expect(await arrange((writer) => writer.updateWorkspace({ ...updated, name: 'Stale' }, seed.workspace.lastUpdatedAt))).toBe(false)
+        expect(await store.findWorkspace(seed.organisation.id, seed.workspace.slug)).toEqual(updated)
+      })
+
+      it('updates a membership only at the version read', async () => {
+        const seed = await bootstrapped()
+        const demoted: WorkspaceMemberRecord = { ...seed.membership, role: 'member', lastUpdatedAt: at(50_000) }
+        expect(await arrange((writer) => writer.updateMember(demoted, seed.membership.lastUpdatedAt))).toBe(true)
+        expect(await store.findMember(seed.workspace.id, seed.owner.id)).toEqual({ member: demoted, user: seed.owner })
+        expect(await arrange((writer) => writer.updateMember({ ...demoted, role: 'manager' }, seed.membership.lastUpdatedAt))).toBe(false)
+        expect(await store.findMember(seed.workspace.id, seed.owner.id)).toEqual({ member: demoted, user: seed.owner })
+      })
+
+      it('rotates an API key at the version read; both hashes then find it', async () => {
+        const seed = await bootstrapped()
+        const rotated: ApiKeyRecord = {
+          ...seed.adminKey,
+          keyHash: hashOf('new secret'),
+          maskedKey: 'gw********new',
+          previousKeyHash: seed.adminKey.keyHash,
+          previousKeyExpiresAt: at(DAY_MS),
+          lastRotatedAt: at(50_000),
+          lastUpdatedAt: at(50_000),
+        }
+        expect(await arrange((writer) => writer.updateApiKey(rotated, seed.adminKey.lastUpdatedAt))).toBe(true)
+        expect(await store.findApiKeyByHash(rotated.keyHash)).toEqual(rotated)
+        expect(await store.findApiKeyByHash(seed.adminKey.keyHash)).toEqual(rotated)
+        expect(await store.findApiKey(seed.organisation.id, seed.adminKey.id)).toEqual(rotated)
+
+        const again: ApiKeyRecord = { ...rotated, keyHash: hashOf('another secret'), lastUpdatedAt: at(60_000) }
+        expect(await arrange((writer) => writer.updateApiKey(again, seed.adminKey.lastUpdatedAt))).toBe(false)
+        expect(await store.findApiKeyByHash(again.keyHash)).toBeNull()
+        expect(await store.findApiKey(seed.organisation.id, seed.adminKey.id)).toEqual(rotated)
+      })
+
+      it('moves an invite out of pending only once', async () => {
+        const seed = await bootstrapped()
+        const invite = makeInvite(seed.organisation.id)
+        await arrange((writer) => writer.insertInvite(invite))
+        const accepted: InviteRecord = { ...invite, state: 'accepted', acceptedAt: at(6_000), lastUpdatedAt: at(6_000) }
+        const cancelled: InviteRecord = { ...invite, state: 'cancelled', lastUpdatedAt: at(6_500) }
+
+        expect(await arrange((writer) => writer.updateInvite(accepted, 'pending'))).toBe(true)
+        expect(await arrange((writer) => writer.updateInvite(accepted, 'pending'))).toBe(false)
+        expect(await arrange((writer) => writer.updateInvite(cancelled, 'pending'))).toBe(false)
+        expect(await store.findInvite(seed.organisation.id, invite.id)).toEqual(accepted)
+
+        const other = makeInvite(seed.organisation.id)
+        await arrange((writer) => writer.insertInvite(other))
+        const resent: InviteRecord = { ...other, tokenHash: hashOf('resent'), expiresAt: at(20 * DAY_MS), lastUpdatedAt: at(7_000) }
+        expect(await arrange((writer) => writer.updateInvite(resent, 'pending'))).toBe(true)
+        expect(await store.findInviteByTokenHash(resent.tokenHash)).toEqual(resent)
+        expect(await store.findInviteByTokenHash(other.tokenHash)).toBeNull()
+      })
+
+      it('lets exactly one of two concurrent updates from the same version win', async () => {
+        const seed = await bootstrapped()
+        const edits = ['First', 'Second'].map((firstName, index) => ({ ...seed.owner, firstName, lastUpdatedAt: at(50_000 + index) }))
+        const results = await Promise.all(edits.map((edit) => arrange((writer) => writer.updateUser(edit, seed.owner.lastUpdatedAt))))
+        expect(results.filter(Boolean)).toHaveLength(1)
+        const winner = edits[results.indexOf(true)]
+        expect(await store.findUser(seed.organisation.id, seed.owner.id)).toEqual(winner)
+      })
+
+      it('updates an organisation', async () => {
+        const seed = await bootstrapped()
+        const renamed: OrganisationRecord = { ...seed.organisation, name: 'Acme Holdings' }
+        await arrange((writer) => writer.updateOrganisation(renamed))
+        expect(await store.findOrganisation(seed.organisation.id)).toEqual(renamed)
+      })
+    })
+
+    describe('deletes', () => {
+      it('deletes a user with their memberships and workspace user keys, returning those keys', async () => {
+        const seed = await bootstrapped()
+        const user = makeUser(seed.organisation.id)
+        const bystander = makeUser(seed.organisation.id)
+        const second = makeWorkspace(seed.organisation.id)
+        const userKeys = [
+          makeApiKey(seed.organisation.id, { type: 'workspace-user', workspaceId: seed.workspace.id, userId: user.id, createdAt: at(3_000) }),
+          makeApiKey(seed.organisation.id, { type: 'workspace-user', workspaceId: second.id, userId: user.id, createdAt: at(1_000) }),
+        ]
+        const kept = [
+          makeApiKey(seed.organisation.id, { type: 'workspace-service', workspaceId: seed.workspace.id, userId: user.id }),
+          makeApiKey(seed.organisation.id, { type: 'workspace-user', workspaceId: seed.workspace.id, userId: bystander.id }),
+        ]
+        await arrange(async (writer) => {
+          await writer.insertUser(user)
+          await writer.insertUser(bystander)
+          await writer.insertWorkspace(second)
+          await writer.insertMember(makeMember(seed.workspace, user))
+          await writer.insertMember(makeMember(second, user))
+          await writer.insertMember(makeMember(second, bystander))
+          for (const key of [...userKeys, ...kept]) await writer.insertApiKey(key)
+        })
+
+        const deleted = await arrange((writer) => writer.deleteUser(seed.organisation.id, user.id))
+        expect(byCreation(deleted)).toEqual(byCreation(userKeys))
+        expect(deleted).toHaveLength(2)
+
+        expect(await store.findUser(seed.organisation.id, user.id)).toBeNull()
+        expect(await store.listMembershipsOfUser(seed.organisation.id, user.id)).toEqual([])
+        expect(await store.findMember(second.id, user.id)).toBeNull()
+        for (const key of userKeys) expect(await store.findApiKeyByHash(key.keyHash)).toBeNull()
+        for (const key of kept) expect(await store.findApiKeyByHash(key.keyHash)).toEqual(key)
+        expect(await store.findUser(seed.organisation.id, bystander.id)).toEqual(bystander)
+        expect((await store.listMembers(second.id, {}, { offset: 0, limit: 10 })).total).toBe(1)
+        expect(await arrange((writer) => writer.deleteUser(seed.organisation.id, user.id))).toEqual([])
+      })
+
+      it('does not delete a user of another organisation', async () => {
+        const first = await bootstrapped()
+        const second = await bootstrapped()
+        expect(await arrange((writer) => writer.deleteUser(second.organisation.id, first.owner.id))).toEqual([])
+        expect(await store.findUser(first.organisation.id, first.owner.id)).toEqual(first.owner)
+        expect(await store.findMember(first.workspace.id, first.owner.id)).not.toBeNull()
+      })
+
+      it('deletes a workspace with its memberships and API keys, returning those keys', async () => {
+        const seed = await bootstrapped()
+        const doomed = makeWorkspace(seed.organisation.id)
+        const user = makeUser(seed.organisation.id)
+        const doomedKeys = [
+          makeApiKey(seed.organisation.id, { workspaceId: doomed.id, createdAt: at(2_000) }),
+          makeApiKey(seed.organisation.id, { type: 'workspace-user', workspaceId: doomed.id, userId: user.id, createdAt: at(1_000) }),
+        ]
+        const keptKey = makeApiKey(seed.organisation.id, { workspaceId: seed.workspace.id })
+        await arrange(async (writer) => {
+          await writer.insertWorkspace(doomed)
+          await writer.insertUser(user)
+          await writer.insertMember(makeMember(doomed, user))
+          await writer.insertMember(makeMember(doomed, seed.owner))
+          await writer.insertMember(makeMember(seed.workspace, user))
+          for (const key of [...doomedKeys, keptKey]) await writer.insertApiKey(key)
+        })
+        expect(await store.workspaceDependants(seed.organisation.id, doomed.id)).toEqual({ apiKeys: 2, virtualKeys: 0, configs: 0 })
+        expect(await store.workspaceDependants(seed.organisation.id, seed.workspace.id)).toEqual({ apiKeys: 1, virtualKeys: 0, configs: 0 })
+
+        const deleted = await arrange((writer) => writer.deleteWorkspace(seed.organisation.id, doomed.id))
+        expect(byCreation(deleted)).toEqual(byCreation(doomedKeys))
+        expect(deleted).toHaveLength(2)
+
+        expect(await store.findWorkspace(seed.organisation.id, doomed.id)).toBeNull()
+        expect(await store.listMembers(doomed.id, {}, { offset: 0, limit: 10 })).toEqual({ total: 0, items: [] })
+        expect(await store.listMembershipsOfUser(seed.organisation.id, user.id)).toEqual([makeMember(seed.workspace, user)])
+        for (const key of doomedKeys) expect(await store.findApiKeyByHash(key.keyHash)).toBeNull()
+        expect(await store.findApiKeyByHash(keptKey.keyHash)).toEqual(keptKey)
+        expect(await store.workspaceDependants(seed.organisation.id, doomed.id)).toEqual({ apiKeys: 0, virtualKeys: 0, configs: 0 })
+        expect(await store.findUser(seed.organisation.id, user.id)).toEqual(user)
+      })
+
+      it('does not delete a workspace of another organisation', async () => {
+        const first = await bootstrapped()
+        const second = await bootstrapped()
+        const key = makeApiKey(first.organisation.id, { workspaceId: first.workspace.id })
+        await arrange((writer) => writer.insertApiKey(key))
+        expect(await arrange((writer) => writer.deleteWorkspace(second.organisation.id, first.workspace.id))).toEqual([])
+        expect(await store.findWorkspace(first.organisation.id, first.workspace.id)).toEqual(first.workspace)
+        expect(await store.findApiKeyByHash(key.keyHash)).toEqual(key)
+        expect(await store.workspaceDependants(second.organisation.id, first.workspace.id)).toEqual({ apiKeys: 0, virtualKeys: 0, configs: 0 })
+      })
+
+      it('deletes a membership and reports whether there was one', async () => {
+        const seed = await bootstrapped()
+        expect(await arrange((writer) => writer.deleteMember(seed.workspace.id, seed.owner.id))).toBe(true)
+        expect(await store.findMember(seed.workspace.id, seed.owner.id)).toBeNull()
+        expect(await arrange((writer) => writer.deleteMember(seed.workspace.id, seed.owner.id))).toBe(false)
+        expect(await store.findUser(seed.organisation.id, seed.owner.id)).toEqual(seed.owner)
+      })
+
+      it('deletes an API key of the organisation and returns it', async () => {
+        const first = await bootstrapped()
+        const second = await bootstrapped()
+        const key = makeApiKey(first.organisation.id, { alertEmails: ['a@acme.test'], rateLimits: [{ type: 'tokens', unit: 'rpm', value: 1 }] })
+        await arrange((writer) => writer.insertApiKey(key))
+        expect(await arrange((writer) => writer.deleteApiKey(second.organisation.id, key.id))).toBeNull()
+        expect(await store.findApiKeyByHash(key.keyHash)).toEqual(key)
+        expect(await arrange((writer) => writer.deleteApiKey(first.organisation.id, key.id))).toEqual(key)
+        expect(await store.findApiKeyByHash(key.keyHash)).toBeNull()
+        expect(await arrange((writer) => writer.deleteApiKey(first.organisation.id, key.id))).toBeNull()
+      })
+
+      it('can delete and re-create a record with the same unique values in one write', async () => {
+        const seed = await bootstrapped()
+        const key = makeApiKey(seed.organisation.id)
+        await arrange((writer) => writer.insertApiKey(key))
+        const replacement = makeApiKey(seed.organisation.id, { keyHash: key.keyHash, name: 'Replacement' })
+        await arrange(async (writer) => {
+          await writer.deleteApiKey(seed.organisation.id, key.id)
+          await writer.insertApiKey(replacement)
+        })
+        expect(await store.findApiKeyByHash(key.keyHash)).toEqual(replacement)
+      })
+    })
+
+    describe('write and the audit log', () => {
+      it('stores the audit entry with the work and returns what the work returned', async () => {
+        const seed = await bootstrapped()
+        const workspace = makeWorkspace(seed.organisation.id)
+        const audit = makeAudit(seed.organisation.id, { resourceId: workspace.slug, workspaceId: workspace.id })
+        const result = await store.write(audit, async (writer) => {
+          await writer.insertWorkspace(workspace)
+          return 'done'
+        })
+        expect(result).toBe('done')
+        expect(await store.findWorkspace(seed.organisation.id, workspace.id)).toEqual(workspace)
+        expect(await auditsOf(seed.organisation.id)).toEqual([audit])
+      })
+
+      it('keeps nothing, audit entry included, when a later write of the work conflicts', async () => {
+        const seed = await bootstrapped()
+        const workspace = makeWorkspace(seed.organisation.id)
+        const key = makeApiKey(seed.organisation.id, { workspaceId: workspace.id, keyHash: seed.adminKey.keyHash })
+        const audit = makeAudit(seed.organisation.id)
+
+        await expectConflict(
+          store.write(audit, async (writer) => {
+            await writer.insertWorkspace(workspace)
+            await writer.insertApiKey(key)
+          }),
+          'keyHash',
+        )
+        expect(await store.findWorkspace(seed.organisation.id, workspace.id)).toBeNull()
+        expect(await store.findApiKey(seed.organisation.id, key.id)).toBeNull()
+        expect(await auditsOf(seed.organisation.id)).toEqual([])
+      })
+
+      it('keeps nothing and rethrows the error itself when the work throws', async () => {
+        const seed = await bootstrapped()
+        const user = makeUser(seed.organisation.id)
+        const failure = new Error('changed my mind')
+        const error = await rejectionOf(
+          store.write(makeAudit(seed.organisation.id), async (writer) => {
+            await writer.insertUser(user)
+            await writer.deleteMember(seed.workspace.id, seed.owner.id)
+            throw failure
+          }),
+        )
+        expect(error).toBe(failure)
+        expect(await store.findUser(seed.organisation.id, user.id)).toBeNull()
+        expect(await store.findMember(seed.workspace.id, seed.owner.id)).not.toBeNull()
+        expect(await auditsOf(seed.organisation.id)).toEqual([])
+      })
+
+      it('records a refusal on its own after a failed write', async () => {
+        const seed = await bootstrapped()
+        const refused = makeAudit(seed.organisation.id, { responseStatusCode: 409, action: 'create' })
+        await expectConflict(store.write(refused, (writer) => writer.insertWorkspace({ ...seed.workspace })))
+        await store.recordAudit(refused)
+        expect(await auditsOf(seed.organisation.id)).toEqual([refused])
+      })
+
+      it('lands every one of 30 concurrent writes with its audit entry', async () => {
+        const seed = await bootstrapped()
+        const workspaces = Array.from({ length: 30 }, (_, index) =>
+          makeWorkspace(seed.organisation.id, { slug: `concurrent-${index}`, name: `Concurrent ${index}` }),
+        )
+        const audits = workspaces.map((workspace, index) => makeAudit(seed.organisation.id, { resourceId: workspace.slug, timestamp: at(index) }))
+        await Promise.all(workspaces.map((workspace, index) => store.write(audits[index] as AuditEntry, (writer) => writer.insertWorkspace(workspace))))
+        const found = await Promise.all(workspaces.map((workspace) => store.findWorkspace(seed.organisation.id, workspace.slug)))
+        expect(found).toEqual(workspaces)
+        const listed = await store.listAuditEntries(seed.organisation.id, {}, { offset: 0, limit: 100 })
+        expect(listed).toEqual({ total: 30, items: [...audits].reverse() })
+      })
+
+      it('answers reads issued while a write is in progress', async () => {
+        const seed = await bootstrapped()
+        const user = makeUser(seed.organisation.id)
+        const found = await store.write(makeAudit(seed.organisation.id), async (writer) => {
+          await writer.insertUser(user)
+          // Committed before this write began, so visible whatever a store's isolation.
+          return store.findUser(seed.organisation.id, seed.owner.id)
+        })
+        expect(found).toEqual(seed.owner)
+        expect(await store.findUser(seed.organisation.id, user.id)).toEqual(user)
+      })
+
+      it('rejects an audit entry whose id is taken', async () => {
+        const seed = await bootstrapped()
+        const entry = makeAudit(seed.organisation.id)
+        await store.recordAudit(entry)
+        await expectConflict(store.recordAudit({ ...entry, action: 'again' }))
+        expect(await auditsOf(seed.organisation.id)).toEqual([entry])
+      })
     })
   })
 }

@@ -4,11 +4,21 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
+import {
+  COLUMNS,
+  apiKeyRow,
+  auditRow,
+  inviteRow,
+  memberRow,
+  organisationRow,
+  userRow,
+  workspaceRow,
+} from '../../adapters/embedded/duckdb-admin-rows.js'
 import { DuckDbAdminStore } from '../../adapters/embedded/duckdb-admin-store.js'
 import { conflictFor } from '../../adapters/embedded/duckdb-conflicts.js'
 import { DuckDbDatabase } from '../../adapters/embedded/duckdb-database.js'
 import { ADMIN_TABLES } from '../../adapters/embedded/duckdb-schema.js'
-import type { BootstrapSeed } from '../../core/ports.js'
+import type { AuditEntry, BootstrapSeed, InviteRecord } from '../../core/ports.js'
 import { describeAdminStoreContract } from './admin-store.contract.js'
 
 const directories: string[] = []
@@ -21,9 +31,15 @@ async function freshPath(): Promise<string> {
   return join(directory, 'data', 'gateway.duckdb')
 }
 
-async function startStore(path: string): Promise<{ database: DuckDbDatabase; store: DuckDbAdminStore }> {
+async function openDatabase(path: string): Promise<DuckDbDatabase> {
   const database = new DuckDbDatabase({ path })
   databases.push(database)
+  await database.start()
+  return database
+}
+
+async function startStore(path: string): Promise<{ database: DuckDbDatabase; store: DuckDbAdminStore }> {
+  const database = await openDatabase(path)
   const store = new DuckDbAdminStore(database)
   await store.start()
   return { database, store }
@@ -41,12 +57,14 @@ describeAdminStoreContract('DuckDB file', async () => (await startStore(await fr
 
 describeAdminStoreContract('DuckDB :memory:', async () => (await startStore(':memory:')).store)
 
+const CREATED = '2024-05-06T07:08:09.123Z'
+
 function seed(): BootstrapSeed {
   const organisationId = randomUUID()
   const ownerId = randomUUID()
-  const created = '2024-05-06T07:08:09.123Z'
+  const workspaceId = randomUUID()
   return {
-    organisation: { id: organisationId, name: 'Persistent Org', createdAt: created },
+    organisation: { id: organisationId, name: 'Persistent Org', createdAt: CREATED, jwt: null },
     owner: {
       id: ownerId,
       organisationId,
@@ -54,17 +72,23 @@ function seed(): BootstrapSeed {
       firstName: 'Grace',
       lastName: 'Hopper',
       role: 'owner',
-      createdAt: created,
+      passwordHash: null,
+      createdAt: CREATED,
+      lastUpdatedAt: CREATED,
     },
     workspace: {
-      id: randomUUID(),
+      id: workspaceId,
       slug: 'ws-default-abc123',
       organisationId,
       name: 'Default',
       description: null,
-      createdAt: created,
-      lastUpdatedAt: created,
+      defaults: null,
+      usageLimits: [],
+      rateLimits: [],
+      createdAt: CREATED,
+      lastUpdatedAt: CREATED,
     },
+    membership: { workspaceId, userId: ownerId, organisationId, role: 'admin', createdAt: CREATED, lastUpdatedAt: CREATED },
     adminKey: {
       id: randomUUID(),
       keyHash: 'a'.repeat(64),
@@ -79,11 +103,86 @@ function seed(): BootstrapSeed {
       status: 'active',
       expiresAt: '2030-01-01T00:00:00.000Z',
       creationMode: 'auto',
-      createdAt: created,
-      lastUpdatedAt: created,
+      rateLimits: [{ type: 'requests', unit: 'rpm', value: 60 }],
+      usageLimits: null,
+      defaults: null,
+      alertEmails: ['ops@example.test'],
+      previousKeyHash: null,
+      previousKeyExpiresAt: null,
+      lastRotatedAt: null,
+      createdAt: CREATED,
+      lastUpdatedAt: CREATED,
     },
   }
 }
+
+function audit(organisationId: string | null, overrides: Partial<AuditEntry> = {}): AuditEntry {
+  return {
+    id: randomUUID(),
+    timestamp: CREATED,
+    organisationId,
+    workspaceId: null,
+    userId: null,
+    userType: 'api_key',
+    method: 'POST',
+    uri: '/v1/admin/workspaces',
+    requestId: randomUUID(),
+    requestBody: null,
+    queryParams: '{}',
+    responseStatusCode: 200,
+    resourceType: 'workspace',
+    action: 'create',
+    resourceId: null,
+    clientIp: null,
+    ...overrides,
+  }
+}
+
+/** The tables exactly as the first release created them (before users, limits, members, invites and audit). */
+const FIRST_RELEASE_DDL = [
+  `CREATE TABLE organisations (
+    id VARCHAR PRIMARY KEY,
+    name VARCHAR NOT NULL,
+    created_at TIMESTAMP NOT NULL
+  )`,
+  `CREATE TABLE users (
+    id VARCHAR PRIMARY KEY,
+    organisation_id VARCHAR NOT NULL,
+    email VARCHAR NOT NULL,
+    first_name VARCHAR NOT NULL,
+    last_name VARCHAR NOT NULL,
+    role VARCHAR NOT NULL,
+    created_at TIMESTAMP NOT NULL,
+    UNIQUE (organisation_id, email)
+  )`,
+  `CREATE TABLE workspaces (
+    id VARCHAR PRIMARY KEY,
+    slug VARCHAR NOT NULL,
+    organisation_id VARCHAR NOT NULL,
+    name VARCHAR NOT NULL,
+    description VARCHAR,
+    created_at TIMESTAMP NOT NULL,
+    last_updated_at TIMESTAMP NOT NULL,
+    UNIQUE (organisation_id, slug)
+  )`,
+  `CREATE TABLE api_keys (
+    id VARCHAR PRIMARY KEY,
+    key_hash VARCHAR NOT NULL UNIQUE,
+    masked_key VARCHAR NOT NULL,
+    name VARCHAR NOT NULL,
+    description VARCHAR,
+    type VARCHAR NOT NULL,
+    organisation_id VARCHAR NOT NULL,
+    workspace_id VARCHAR,
+    user_id VARCHAR,
+    scopes VARCHAR[] NOT NULL,
+    status VARCHAR NOT NULL,
+    expires_at TIMESTAMP,
+    creation_mode VARCHAR NOT NULL,
+    created_at TIMESTAMP NOT NULL,
+    last_updated_at TIMESTAMP NOT NULL
+  )`,
+]
 
 describe('DuckDbAdminStore on a file', () => {
   it('creates the parent directory and keeps data across close and reopen', async () => {
@@ -92,6 +191,8 @@ describe('DuckDbAdminStore on a file', () => {
     expect(existsSync(path)).toBe(true)
     const records = seed()
     await first.store.bootstrap(records)
+    const entry = audit(records.organisation.id)
+    await first.store.recordAudit(entry)
     await first.store.close()
     await first.database.close()
 
@@ -99,7 +200,9 @@ describe('DuckDbAdminStore on a file', () => {
     expect(await second.store.findFirstOrganisation()).toEqual(records.organisation)
     expect(await second.store.findUser(records.organisation.id, records.owner.id)).toEqual(records.owner)
     expect(await second.store.findWorkspace(records.organisation.id, records.workspace.slug)).toEqual(records.workspace)
+    expect(await second.store.findMember(records.workspace.id, records.owner.id)).toEqual({ member: records.membership, user: records.owner })
     expect(await second.store.findApiKeyByHash(records.adminKey.keyHash)).toEqual(records.adminKey)
+    expect((await second.store.listAuditEntries(records.organisation.id, {}, { offset: 0, limit: 10 })).items).toEqual([entry])
     // Uniqueness still holds after reopening (the indexes were persisted too).
     await expect(second.store.bootstrap({ ...seed(), adminKey: { ...seed().adminKey, keyHash: records.adminKey.keyHash } }))
       .rejects.toMatchObject({ code: 'GW_ADMIN_CONFLICT' })
@@ -109,45 +212,69 @@ describe('DuckDbAdminStore on a file', () => {
     const { store } = await startStore(await freshPath())
     const records = seed()
     await store.bootstrap(records)
+    const orgId = records.organisation.id
 
-    await expect(store.insertWorkspace({ ...records.workspace, id: randomUUID() })).rejects.toMatchObject({
+    await expect(store.write(audit(orgId), (writer) => writer.insertWorkspace({ ...records.workspace, id: randomUUID() }))).rejects.toMatchObject({
       message: 'A workspace with this slug already exists in the organisation',
       param: 'slug',
     })
-    await expect(store.insertWorkspace({ ...records.workspace, slug: 'another' })).rejects.toMatchObject({
+    await expect(store.write(audit(orgId), (writer) => writer.insertWorkspace({ ...records.workspace, slug: 'another' }))).rejects.toMatchObject({
       message: 'A workspace with this id already exists',
       param: 'id',
     })
-    await expect(store.insertApiKey({ ...records.adminKey, id: randomUUID() })).rejects.toMatchObject({
+    await expect(store.write(audit(orgId), (writer) => writer.insertApiKey({ ...records.adminKey, id: randomUUID() }))).rejects.toMatchObject({
       message: 'An API key with this key hash already exists',
       param: 'keyHash',
     })
-    await expect(store.bootstrap(records)).rejects.toMatchObject({ message: 'An organisation with this id already exists' })
+    await expect(store.write(audit(orgId), (writer) => writer.insertMember(records.membership))).rejects.toMatchObject({
+      message: 'The user is already a member of this workspace',
+      param: 'userId',
+    })
+    await expect(store.bootstrap(records)).rejects.toMatchObject({ message: 'An organisation with this id already exists', param: 'id' })
   })
 
-  it('maps a duplicate user email in one organisation to a conflict naming the email', async () => {
+  it('maps DuckDB duplicate-key errors to conflicts naming the field, also when the columns are not named', async () => {
     const { database, store } = await startStore(await freshPath())
     const records = seed()
     await store.bootstrap(records)
     const session = await database.openSession()
-    const error = await session
+    const users = ADMIN_TABLES.find((table) => table.name === 'users')
+    const members = ADMIN_TABLES.find((table) => table.name === 'workspace_members')
+    if (users === undefined || members === undefined) throw new Error('tables missing from ADMIN_TABLES')
+
+    // Against a committed row DuckDB names the columns ...
+    const committed = await session
       .run(
-        'INSERT INTO users (id, organisation_id, email, first_name, last_name, role, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)',
+        `INSERT INTO users (id, organisation_id, email, first_name, last_name, role, created_at, last_updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $7)`,
         [randomUUID(), records.organisation.id, records.owner.email, 'X', 'Y', 'member', new Date()],
       )
       .then(
         () => null,
         (caught: unknown) => caught,
       )
-    const users = ADMIN_TABLES.find((table) => table.name === 'users')
-    expect(users).toBeDefined()
-    const conflict = users === undefined ? null : conflictFor(users, error)
-    expect(conflict).toMatchObject({
+    expect(conflictFor(users, committed)).toMatchObject({
       code: 'GW_ADMIN_CONFLICT',
       message: 'A user with this email already exists in the organisation',
       param: 'email',
     })
-    expect(conflictFor(users ?? ADMIN_TABLES[0], new Error('IO Error: disk full'))).toBeNull()
+
+    // ... against a row of the same transaction it gives only the values.
+    const sameTransaction = await session
+      .transaction(async (tx) => {
+        const row = [randomUUID(), randomUUID(), records.organisation.id, 'member', new Date()]
+        const insert = `INSERT INTO workspace_members (workspace_id, user_id, organisation_id, role, created_at, last_updated_at)
+          VALUES ($1, $2, $3, $4, $5, $5)`
+        await tx.run(insert, row)
+        await tx.run(insert, row)
+      })
+      .then(
+        () => null,
+        (caught: unknown) => caught,
+      )
+    expect(String(sameTransaction)).not.toMatch(/workspace_id:/)
+    expect(conflictFor(members, sameTransaction)).toMatchObject({ code: 'GW_ADMIN_CONFLICT', param: 'userId' })
+    expect(conflictFor(users, new Error('IO Error: disk full'))).toBeNull()
     await session.close()
   })
 
@@ -155,16 +282,54 @@ describe('DuckDbAdminStore on a file', () => {
     const { store } = await startStore(await freshPath())
     const records = seed()
     await store.bootstrap(records)
-    const error = await store.insertApiKey({ ...records.adminKey, id: randomUUID() }).catch((caught: unknown) => caught)
+    const error = await store
+      .write(audit(records.organisation.id), (writer) => writer.insertApiKey({ ...records.adminKey, id: randomUUID() }))
+      .catch((caught: unknown) => caught)
     expect(String((error as Error).message)).not.toContain(records.adminKey.keyHash)
   })
 
-  it('rejects an invalid timestamp with a validation error and writes nothing', async () => {
+  it('rejects invalid timestamps and page bounds with validation errors and writes nothing', async () => {
     const { store } = await startStore(await freshPath())
     const records = seed()
     await expect(store.bootstrap({ ...records, workspace: { ...records.workspace, createdAt: 'yesterday' } }))
-      .rejects.toMatchObject({ code: 'GW_ADMIN_VALIDATION' })
+      .rejects.toMatchObject({ code: 'GW_ADMIN_VALIDATION', param: 'createdAt' })
     expect(await store.findFirstOrganisation()).toBeNull()
+    await expect(
+      store.bootstrap({ ...records, organisation: { ...records.organisation, jwt: { jwksUrl: null, jwks: null, updatedAt: 'soon' } } }),
+    ).rejects.toMatchObject({ code: 'GW_ADMIN_VALIDATION', param: 'jwt.updatedAt' })
+
+    await store.bootstrap(records)
+    const orgId = records.organisation.id
+    const user = { ...records.owner, id: randomUUID(), email: 'other@example.test' }
+    await expect(store.write(audit(orgId, { timestamp: 'now' }), (writer) => writer.insertUser(user)))
+      .rejects.toMatchObject({ code: 'GW_ADMIN_VALIDATION', param: 'timestamp' })
+    await expect(store.write(audit(orgId), (writer) => writer.updateUser(user, 'then')))
+      .rejects.toMatchObject({ code: 'GW_ADMIN_VALIDATION', param: 'expectedLastUpdatedAt' })
+    expect(await store.findUser(orgId, user.id)).toBeNull()
+    expect((await store.listAuditEntries(orgId, {}, { offset: 0, limit: 10 })).total).toBe(0)
+
+    await expect(store.listUsers(orgId, {}, { offset: -1, limit: 10 })).rejects.toMatchObject({ code: 'GW_ADMIN_VALIDATION', param: 'offset' })
+    await expect(store.listUsers(orgId, {}, { offset: 0, limit: 1.5 })).rejects.toMatchObject({ code: 'GW_ADMIN_VALIDATION', param: 'limit' })
+    await expect(store.listAuditEntries(orgId, { startTime: 'x' }, { offset: 0, limit: 1 })).rejects.toMatchObject({
+      code: 'GW_ADMIN_VALIDATION',
+      param: 'startTime',
+    })
+    await expect(store.listInvites(orgId, { status: 'expired' }, { offset: 0, limit: 1 }, 'x')).rejects.toMatchObject({
+      code: 'GW_ADMIN_VALIDATION',
+      param: 'now',
+    })
+  })
+
+  it('normalises timestamps to Date#toISOString() form', async () => {
+    const { store } = await startStore(await freshPath())
+    const records = seed()
+    await store.bootstrap({
+      ...records,
+      organisation: { ...records.organisation, jwt: { jwksUrl: 'https://idp.test/jwks', jwks: null, updatedAt: '2024-05-06T09:08:09.5+02:00' } },
+      owner: { ...records.owner, createdAt: '2024-05-06T07:08:09Z' },
+    })
+    expect((await store.findOrganisation(records.organisation.id))?.jwt?.updatedAt).toBe('2024-05-06T07:08:09.500Z')
+    expect((await store.findUser(records.organisation.id, records.owner.id))?.createdAt).toBe('2024-05-06T07:08:09.000Z')
   })
 
   it('rejects with a non-conflict error when used after close (callers fail closed)', async () => {
@@ -173,6 +338,7 @@ describe('DuckDbAdminStore on a file', () => {
     const error = await store.findApiKeyByHash('b'.repeat(64)).catch((caught: unknown) => caught)
     expect(error).toBeInstanceOf(Error)
     expect((error as { code?: string }).code).not.toBe('GW_ADMIN_CONFLICT')
+    await expect(store.write(audit(null), async () => undefined)).rejects.toBeInstanceOf(Error)
     expect((await store.health()).ok).toBe(false)
   })
 
@@ -183,6 +349,186 @@ describe('DuckDbAdminStore on a file', () => {
     const again = new DuckDbAdminStore(database)
     await again.start()
     expect(await again.findFirstOrganisation()).toEqual(records.organisation)
+    await again.close()
+  })
+
+  it('serves reads from the last commit while a write transaction is open, without waiting for it', async () => {
+    const { store } = await startStore(await freshPath())
+    const records = seed()
+    await store.bootstrap(records)
+    const orgId = records.organisation.id
+    const user = { ...records.owner, id: randomUUID(), email: 'pending@example.test' }
+    let release: () => void = () => undefined
+    const held = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    let inserted: () => void = () => undefined
+    const insertedSignal = new Promise<void>((resolve) => {
+      inserted = resolve
+    })
+    const writing = store.write(audit(orgId), async (writer) => {
+      await writer.insertUser(user)
+      inserted()
+      await held
+    })
+    await insertedSignal
+    // The transaction is open and holds an uncommitted user: reads neither see it nor queue behind it.
+    expect(await store.findUser(orgId, user.id)).toBeNull()
+    expect((await store.listUsers(orgId, {}, { offset: 0, limit: 10 })).total).toBe(1)
+    release()
+    await writing
+    expect(await store.findUser(orgId, user.id)).toEqual(user)
+  })
+
+  it('keeps the transaction usable after a conflict the work caught (uniqueness is checked before writing)', async () => {
+    const { store } = await startStore(await freshPath())
+    const records = seed()
+    await store.bootstrap(records)
+    const orgId = records.organisation.id
+    const workspace = { ...records.workspace, id: randomUUID(), slug: 'fallback' }
+    await store.write(audit(orgId), async (writer) => {
+      const clash = await writer.insertWorkspace({ ...workspace, slug: records.workspace.slug }).catch((caught: unknown) => caught)
+      expect(clash).toMatchObject({ code: 'GW_ADMIN_CONFLICT', param: 'slug' })
+      await writer.insertWorkspace(workspace)
+    })
+    expect(await store.findWorkspace(orgId, 'fallback')).toEqual(workspace)
+  })
+})
+
+describe('DuckDB admin rows', () => {
+  it('reads back every column it writes', () => {
+    const records = seed()
+    const invite: InviteRecord = {
+      id: randomUUID(),
+      organisationId: records.organisation.id,
+      tokenHash: 'c'.repeat(64),
+      email: 'invitee@example.test',
+      role: 'member',
+      workspaces: [],
+      apiKeyScopes: null,
+      invitedBy: null,
+      state: 'pending',
+      createdAt: CREATED,
+      expiresAt: CREATED,
+      acceptedAt: null,
+      lastUpdatedAt: CREATED,
+    }
+    const written = {
+      organisations: organisationRow(records.organisation),
+      users: userRow(records.owner),
+      workspaces: workspaceRow(records.workspace),
+      workspace_members: memberRow(records.membership),
+      invites: inviteRow(invite),
+      api_keys: apiKeyRow(records.adminKey),
+      audit_log: auditRow(audit(null)),
+    }
+    for (const [table, row] of Object.entries(written)) {
+      expect([...COLUMNS[table as keyof typeof COLUMNS]].sort(), table).toEqual(Object.keys(row).sort())
+    }
+    expect(Object.keys(COLUMNS).sort()).toEqual(ADMIN_TABLES.map((table) => table.name).sort())
+  })
+})
+
+describe('DuckDbAdminStore migration from the first release', () => {
+  it('adds the new columns and tables on start, keeping and filling the old rows', async () => {
+    const path = await freshPath()
+    const database = await openDatabase(path)
+    const session = await database.openSession()
+    const orgId = randomUUID()
+    const userId = randomUUID()
+    const workspaceId = randomUUID()
+    const keyId = randomUUID()
+    const created = new Date('2023-01-02T03:04:05.678Z')
+    const updated = new Date('2023-02-03T04:05:06.789Z')
+    for (const ddl of FIRST_RELEASE_DDL) await session.run(ddl)
+    await session.run('INSERT INTO organisations (id, name, created_at) VALUES ($1, $2, $3)', [orgId, 'Old Org', created])
+    await session.run(
+      'INSERT INTO users (id, organisation_id, email, first_name, last_name, role, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)',
+      [userId, orgId, 'old@example.test', 'Old', 'Timer', 'owner', created],
+    )
+    await session.run(
+      `INSERT INTO workspaces (id, slug, organisation_id, name, description, created_at, last_updated_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+      [workspaceId, 'ws-old', orgId, 'Old workspace', null, created, updated],
+    )
+    await session.run(
+      `INSERT INTO api_keys (id, key_hash, masked_key, name, description, type, organisation_id, workspace_id, user_id, scopes,
+         status, expires_at, creation_mode, created_at, last_updated_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
+      [keyId, 'd'.repeat(64), 'gw********old', 'Old key', null, 'workspace-service', orgId, workspaceId, null, ['completions.write'],
+        'active', null, 'api', created, updated],
+    )
+    await session.close()
+    await database.close()
+
+    const { database: reopened, store } = await startStore(path)
+    expect(await store.findOrganisation(orgId)).toEqual({ id: orgId, name: 'Old Org', createdAt: created.toISOString(), jwt: null })
+    const user = await store.findUser(orgId, userId)
+    expect(user).toEqual({
+      id: userId,
+      organisationId: orgId,
+      email: 'old@example.test',
+      firstName: 'Old',
+      lastName: 'Timer',
+      role: 'owner',
+      passwordHash: null,
+      createdAt: created.toISOString(),
+      lastUpdatedAt: created.toISOString(),
+    })
+    const workspace = await store.findWorkspace(orgId, 'ws-old')
+    expect(workspace).toEqual({
+      id: workspaceId,
+      slug: 'ws-old',
+      organisationId: orgId,
+      name: 'Old workspace',
+      description: null,
+      defaults: null,
+      usageLimits: [],
+      rateLimits: [],
+      createdAt: created.toISOString(),
+      lastUpdatedAt: updated.toISOString(),
+    })
+    const key = await store.findApiKeyByHash('d'.repeat(64))
+    expect(key).toMatchObject({
+      id: keyId,
+      scopes: ['completions.write'],
+      rateLimits: [],
+      usageLimits: null,
+      defaults: null,
+      alertEmails: [],
+      previousKeyHash: null,
+      previousKeyExpiresAt: null,
+      lastRotatedAt: null,
+      lastUpdatedAt: updated.toISOString(),
+    })
+
+    // The migrated rows take part in the new features: versioned updates, members, audit.
+    if (user === null || workspace === null || key === null) throw new Error('migrated rows missing')
+    const later = '2024-01-01T00:00:00.000Z'
+    await store.write(audit(orgId), async (writer) => {
+      expect(await writer.updateUser({ ...user, passwordHash: 'scrypt$x', lastUpdatedAt: later }, user.lastUpdatedAt)).toBe(true)
+      expect(await writer.updateWorkspace({ ...workspace, rateLimits: [{ type: 'requests', unit: 'rpm', value: 5 }], lastUpdatedAt: later }, workspace.lastUpdatedAt)).toBe(true)
+      expect(await writer.updateApiKey({ ...key, keyHash: 'e'.repeat(64), previousKeyHash: key.keyHash, lastUpdatedAt: later }, key.lastUpdatedAt)).toBe(true)
+      await writer.insertMember({ workspaceId, userId, organisationId: orgId, role: 'admin', createdAt: later, lastUpdatedAt: later })
+    })
+    expect((await store.findUser(orgId, userId))?.passwordHash).toBe('scrypt$x')
+    expect((await store.findApiKeyByHash('d'.repeat(64)))?.keyHash).toBe('e'.repeat(64))
+    expect(await store.listMembershipsOfUser(orgId, userId)).toHaveLength(1)
+    expect((await store.listAuditEntries(orgId, {}, { offset: 0, limit: 10 })).total).toBe(1)
+
+    // The filled columns are NOT NULL like in a fresh file, and a second start changes nothing.
+    const check = await reopened.openSession()
+    const nullable = await check.query(
+      `SELECT table_name, column_name FROM information_schema.columns
+       WHERE is_nullable = 'YES' AND column_name IN ('last_updated_at', 'usage_limits', 'rate_limits', 'alert_emails')
+       ORDER BY table_name, column_name`,
+    )
+    expect(nullable).toEqual([{ table_name: 'api_keys', column_name: 'usage_limits' }])
+    await check.close()
+    await store.close()
+    const again = new DuckDbAdminStore(reopened)
+    await again.start()
+    expect((await again.findUser(orgId, userId))?.lastUpdatedAt).toBe(later)
     await again.close()
   })
 })

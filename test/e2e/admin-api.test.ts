@@ -317,7 +317,8 @@ describe('Admin API', () => {
     let workspaceKey: string
 
     beforeAll(async () => {
-      const made = await gw.workspaceKey(['workspaces.read', 'workspace_service_api_keys.create'])
+      // A key grants only scopes it holds itself, so the parent holds completions.write too.
+      const made = await gw.workspaceKey(['workspaces.read', 'workspace_service_api_keys.create', 'completions.write'])
       ownWorkspace = made.workspaceId
       workspaceKey = made.key
       secrets.add(made.key)

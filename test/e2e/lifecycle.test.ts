@@ -260,6 +260,7 @@ describe('plugin switches', () => {
           'scope-check': { enabled: false },
           log: { enabled: false },
           'admin-api': { enabled: false },
+          audit: { enabled: false },
         },
       },
     })

@@ -25,7 +25,7 @@ describe('loadConfig', () => {
   it('uses the defaults: every plugin listed, port 8787, ./data', () => {
     const { config, environment } = loadConfig({})
     expect(config.server.port).toBe(8787)
-    expect(Object.keys(config.plugins).sort()).toEqual(['admin-api', 'auth', 'forward', 'log', 'scope-check'])
+    expect(Object.keys(config.plugins).sort()).toEqual(['admin-api', 'audit', 'auth', 'forward', 'log', 'scope-check'])
     expect(environment.dataDir).toBe('./data')
     expect(environment.allowedCustomHosts).toEqual([])
   })
@@ -59,9 +59,108 @@ describe('loadConfig', () => {
     expect(configError(() => loadConfig({ GATEWAY_BOOTSTRAP_ADMIN_KEY: 'short' })).key).toBe('GATEWAY_BOOTSTRAP_ADMIN_KEY')
   })
 
-  it('refuses store URLs this version cannot use instead of silently ignoring them', () => {
-    expect(configError(() => loadConfig({ MONGODB_URI: 'mongodb://localhost' })).key).toBe('MONGODB_URI')
+  it('refuses CLICKHOUSE_URL, which this version cannot use, instead of silently ignoring it', () => {
     expect(configError(() => loadConfig({ CLICKHOUSE_URL: 'http://localhost:8123' })).key).toBe('CLICKHOUSE_URL')
+  })
+
+  it('leaves the store URLs null when unset or empty', () => {
+    expect(loadConfig({}).environment).toMatchObject({ mongodbUri: null, redisUrl: null })
+    expect(loadConfig({ MONGODB_URI: '', REDIS_URL: '' }).environment).toMatchObject({ mongodbUri: null, redisUrl: null })
+  })
+
+  it('accepts MONGODB_URI with mongodb:// or mongodb+srv://, several hosts included', () => {
+    const uris = ['mongodb://localhost:27017/gateway', 'mongodb://u:p@h1:27017,h2:27017/gw?replicaSet=rs0', 'mongodb+srv://u:p@cluster0.example.net/']
+    for (const uri of uris) expect(loadConfig({ MONGODB_URI: uri }).environment.mongodbUri).toBe(uri)
+  })
+
+  it('refuses any other MONGODB_URI, naming the variable but not echoing the value', () => {
+    for (const uri of ['postgres://u:secret@localhost/db', 'localhost:27017', 'mongodb://', 'MONGODB://x']) {
+      const error = configError(() => loadConfig({ MONGODB_URI: uri }))
+      expect(error.key).toBe('MONGODB_URI')
+      expect(error.message).toContain('mongodb://')
+      expect(error.message).not.toContain('secret')
+    }
+  })
+
+  it('accepts REDIS_URL with redis:// or rediss://', () => {
+    for (const url of ['redis://127.0.0.1:6379', 'redis://:pw@redis.internal:6379/2', 'rediss://user:pw@redis.example.com:6380']) {
+      expect(loadConfig({ REDIS_URL: url }).environment.redisUrl).toBe(url)
+    }
+  })
+
+  it('refuses any other REDIS_URL, naming the variable but not echoing the value', () => {
+    for (const url of ['http://u:secret@localhost:6379', '127.0.0.1:6379', 'redis://', 'redis-cluster://x']) {
+      const error = configError(() => loadConfig({ REDIS_URL: url }))
+      expect(error.key).toBe('REDIS_URL')
+      expect(error.message).toContain('redis://')
+      expect(error.message).not.toContain('secret')
+    }
+  })
+
+  it('puts GATEWAY_JWKS_URL into the auth bootstrap as jwksUrl', () => {
+    const { config } = loadConfig({ GATEWAY_JWKS_URL: 'https://idp.example.com/.well-known/jwks.json' })
+    const bootstrap = (config.plugins.auth?.config as { bootstrap: Record<string, unknown> }).bootstrap
+    expect(bootstrap.jwksUrl).toBe('https://idp.example.com/.well-known/jwks.json')
+    expect(bootstrap).not.toHaveProperty('jwks')
+  })
+
+  it('refuses a GATEWAY_JWKS_URL that is not an http(s) URL', () => {
+    for (const url of ['idp.example.com/jwks.json', 'ftp://idp.example.com/jwks.json', 'file:///etc/jwks.json']) {
+      expect(configError(() => loadConfig({ GATEWAY_JWKS_URL: url })).key).toBe('GATEWAY_JWKS_URL')
+    }
+  })
+
+  it('puts GATEWAY_JWKS into the auth bootstrap as the parsed key set', () => {
+    const jwks = { keys: [{ kty: 'RSA', kid: 'k1', n: 'abc', e: 'AQAB', alg: 'RS256', use: 'sig' }] }
+    const { config } = loadConfig({ GATEWAY_JWKS: JSON.stringify(jwks) })
+    const bootstrap = (config.plugins.auth?.config as { bootstrap: Record<string, unknown> }).bootstrap
+    expect(bootstrap.jwks).toEqual(jwks)
+    expect(bootstrap).not.toHaveProperty('jwksUrl')
+  })
+
+  it('refuses a GATEWAY_JWKS that is not a JSON key set of the form {"keys":[...]}', () => {
+    for (const value of ['{oops', '[]', '{"kty":"RSA"}', '{"keys":{}}', '{"keys":[]}', '{"keys":["k1"]}', 'null']) {
+      const error = configError(() => loadConfig({ GATEWAY_JWKS: value }))
+      expect(error.key, value).toBe('GATEWAY_JWKS')
+    }
+  })
+
+  it('refuses GATEWAY_JWKS_URL and GATEWAY_JWKS together', () => {
+    const error = configError(() =>
+      loadConfig({ GATEWAY_JWKS_URL: 'https://idp.example.com/jwks.json', GATEWAY_JWKS: JSON.stringify({ keys: [{ kty: 'RSA' }] }) }),
+    )
+    expect(error.message).toContain('GATEWAY_JWKS_URL')
+    expect(error.message).toContain('GATEWAY_JWKS ')
+  })
+
+  it('defaults publicUrl to http://localhost:<port>', () => {
+    expect(loadConfig({}).environment.publicUrl).toBe('http://localhost:8787')
+    expect(loadConfig({ PORT: '9100' }).environment.publicUrl).toBe('http://localhost:9100')
+    expect(loadConfig({}, { server: { port: 9200 } }).environment.publicUrl).toBe('http://localhost:9200')
+  })
+
+  it('sets the same default into the auth bootstrap banner and the admin-api invite links, unless the config has its own', () => {
+    const { config } = loadConfig({ PORT: '9100' })
+    expect((config.plugins.auth?.config as { bootstrap: { publicUrl: string } }).bootstrap.publicUrl).toBe('http://localhost:9100')
+    expect((config.plugins['admin-api']?.config as { publicUrl: string }).publicUrl).toBe('http://localhost:9100')
+    const own = loadConfig({}, { plugins: { 'admin-api': { config: { publicUrl: 'https://from-file.example.com' } } } })
+    expect((own.config.plugins['admin-api']?.config as { publicUrl: string }).publicUrl).toBe('https://from-file.example.com')
+  })
+
+  it('takes GATEWAY_PUBLIC_URL without its trailing slash, for invite links and the bootstrap banner', () => {
+    const overlay = { plugins: { 'admin-api': { config: { publicUrl: 'https://from-file.example.com' } } } }
+    const { config, environment } = loadConfig({ GATEWAY_PUBLIC_URL: 'https://gateway.example.com/llm/', PORT: '9100' }, overlay)
+    expect(environment.publicUrl).toBe('https://gateway.example.com/llm')
+    expect((config.plugins.auth?.config as { bootstrap: { publicUrl: string } }).bootstrap.publicUrl).toBe('https://gateway.example.com/llm')
+    // The environment wins over files, as everywhere else.
+    expect((config.plugins['admin-api']?.config as { publicUrl: string }).publicUrl).toBe('https://gateway.example.com/llm')
+    expect(loadConfig({ GATEWAY_PUBLIC_URL: 'http://gw.internal:8080' }).environment.publicUrl).toBe('http://gw.internal:8080')
+    expect(loadConfig({ GATEWAY_PUBLIC_URL: 'https://gateway.example.com/' }).environment.publicUrl).toBe('https://gateway.example.com')
+  })
+
+  it('refuses a GATEWAY_PUBLIC_URL that is not a plain http(s) base URL', () => {
+    const bad = ['gateway.example.com', 'ftp://gateway.example.com', 'https://gateway.example.com/?a=1', 'https://gateway.example.com/#x', 'https://u:p@gateway.example.com']
+    for (const url of bad) expect(configError(() => loadConfig({ GATEWAY_PUBLIC_URL: url })).key, url).toBe('GATEWAY_PUBLIC_URL')
   })
 })
 

@@ -1,0 +1,353 @@
+/**
+ * Record ↔ document mappers of the MongoDB admin store. Writing validates timestamps (an unparsable
+ * one is `GW_ADMIN_VALIDATION`, so nothing half-written reaches the database); reading turns BSON
+ * dates back into `Date#toISOString()` strings.
+ */
+import { ERRORS, gatewayError } from '../../core/errors.js'
+import type {
+  ApiKeyRecord,
+  AuditEntry,
+  InviteRecord,
+  OrganisationRecord,
+  RateLimitRule,
+  RequestDefaults,
+  UsageLimitRule,
+  UserRecord,
+  WorkspaceMemberRecord,
+  WorkspaceMemberWithUser,
+  WorkspaceRecord,
+} from '../../core/ports.js'
+import type {
+  ApiKeyDocument,
+  AuditDocument,
+  InviteDocument,
+  MemberDocument,
+  MemberWithUserDocument,
+  OrganisationDocument,
+  RateLimitDocument,
+  RequestDefaultsDocument,
+  UsageLimitDocument,
+  UserDocument,
+  WorkspaceDocument,
+} from './mongo-admin-collections.js'
+
+/** The BSON date of an ISO 8601 timestamp; `field` names the record field in the validation error. */
+export function toDate(value: string, field: string): Date {
+  const date = new Date(value)
+  if (Number.isNaN(date.getTime())) {
+    throw gatewayError(ERRORS.GW_ADMIN_VALIDATION, `${field} is not an ISO 8601 timestamp`, { param: field })
+  }
+  return date
+}
+
+function toOptionalDate(value: string | null, field: string): Date | null {
+  return value === null ? null : toDate(value, field)
+}
+
+/** Documents edited by hand may hold anything; a non-date fails loudly instead of as a TypeError later. */
+function iso(value: Date, field: string): string {
+  if (!(value instanceof Date) || Number.isNaN(value.getTime())) {
+    throw new Error(`MongoDB admin store: field ${field} is not a date`)
+  }
+  return value.toISOString()
+}
+
+function optionalIso(value: Date | null, field: string): string | null {
+  return value === null ? null : iso(value, field)
+}
+
+function rateLimitsToDocuments(rules: readonly RateLimitRule[]): RateLimitDocument[] {
+  return rules.map((rule) => ({ type: rule.type, unit: rule.unit, value: rule.value }))
+}
+
+function rateLimitsFromDocuments(documents: readonly RateLimitDocument[]): RateLimitRule[] {
+  return documents.map((rule) => ({ type: rule.type, unit: rule.unit, value: rule.value }))
+}
+
+function usageLimitToDocument(rule: UsageLimitRule): UsageLimitDocument {
+  return {
+    type: rule.type,
+    credit_limit: rule.creditLimit,
+    alert_threshold: rule.alertThreshold,
+    periodic_reset: rule.periodicReset,
+    periodic_reset_days: rule.periodicResetDays,
+  }
+}
+
+function usageLimitFromDocument(document: UsageLimitDocument): UsageLimitRule {
+  return {
+    type: document.type,
+    creditLimit: document.credit_limit,
+    alertThreshold: document.alert_threshold,
+    periodicReset: document.periodic_reset,
+    periodicResetDays: document.periodic_reset_days,
+  }
+}
+
+function defaultsToDocument(defaults: RequestDefaults | null): RequestDefaultsDocument | null {
+  if (defaults === null) return null
+  return {
+    metadata:
+      defaults.metadata === null ? null : Object.entries(defaults.metadata).map(([key, value]) => ({ key, value })),
+    config_id: defaults.configId,
+  }
+}
+
+function defaultsFromDocument(document: RequestDefaultsDocument | null): RequestDefaults | null {
+  if (document === null) return null
+  return {
+    // fromEntries defines own properties, so a `__proto__` key stays data.
+    metadata: document.metadata === null ? null : Object.fromEntries(document.metadata.map((pair) => [pair.key, pair.value])),
+    configId: document.config_id,
+  }
+}
+
+export function organisationToDocument(organisation: OrganisationRecord): OrganisationDocument {
+  const jwt = organisation.jwt
+  return {
+    _id: organisation.id,
+    name: organisation.name,
+    created_at: toDate(organisation.createdAt, 'createdAt'),
+    jwt:
+      jwt === null
+        ? null
+        : {
+            jwks_url: jwt.jwksUrl,
+            jwks_json: jwt.jwks === null ? null : JSON.stringify(jwt.jwks),
+            updated_at: toDate(jwt.updatedAt, 'jwt.updatedAt'),
+          },
+  }
+}
+
+export function organisationFromDocument(document: OrganisationDocument): OrganisationRecord {
+  const jwt = document.jwt
+  return {
+    id: document._id,
+    name: document.name,
+    createdAt: iso(document.created_at, 'created_at'),
+    jwt:
+      jwt === null
+        ? null
+        : {
+            jwksUrl: jwt.jwks_url,
+            jwks: jwt.jwks_json === null ? null : (JSON.parse(jwt.jwks_json) as NonNullable<OrganisationRecord['jwt']>['jwks']),
+            updatedAt: iso(jwt.updated_at, 'jwt.updated_at'),
+          },
+  }
+}
+
+export function userToDocument(user: UserRecord): UserDocument {
+  return {
+    _id: user.id,
+    organisation_id: user.organisationId,
+    email: user.email,
+    first_name: user.firstName,
+    last_name: user.lastName,
+    role: user.role,
+    password_hash: user.passwordHash,
+    created_at: toDate(user.createdAt, 'createdAt'),
+    last_updated_at: toDate(user.lastUpdatedAt, 'lastUpdatedAt'),
+  }
+}
+
+export function userFromDocument(document: UserDocument): UserRecord {
+  return {
+    id: document._id,
+    organisationId: document.organisation_id,
+    email: document.email,
+    firstName: document.first_name,
+    lastName: document.last_name,
+    role: document.role,
+    passwordHash: document.password_hash,
+    createdAt: iso(document.created_at, 'created_at'),
+    lastUpdatedAt: iso(document.last_updated_at, 'last_updated_at'),
+  }
+}
+
+export function workspaceToDocument(workspace: WorkspaceRecord): WorkspaceDocument {
+  return {
+    _id: workspace.id,
+    slug: workspace.slug,
+    organisation_id: workspace.organisationId,
+    name: workspace.name,
+    description: workspace.description,
+    defaults: defaultsToDocument(workspace.defaults),
+    usage_limits: workspace.usageLimits.map(usageLimitToDocument),
+    rate_limits: rateLimitsToDocuments(workspace.rateLimits),
+    created_at: toDate(workspace.createdAt, 'createdAt'),
+    last_updated_at: toDate(workspace.lastUpdatedAt, 'lastUpdatedAt'),
+  }
+}
+
+export function workspaceFromDocument(document: WorkspaceDocument): WorkspaceRecord {
+  return {
+    id: document._id,
+    slug: document.slug,
+    organisationId: document.organisation_id,
+    name: document.name,
+    description: document.description,
+    defaults: defaultsFromDocument(document.defaults),
+    usageLimits: document.usage_limits.map(usageLimitFromDocument),
+    rateLimits: rateLimitsFromDocuments(document.rate_limits),
+    createdAt: iso(document.created_at, 'created_at'),
+    lastUpdatedAt: iso(document.last_updated_at, 'last_updated_at'),
+  }
+}
+
+export function memberToDocument(member: WorkspaceMemberRecord): MemberDocument {
+  return {
+    workspace_id: member.workspaceId,
+    user_id: member.userId,
+    organisation_id: member.organisationId,
+    role: member.role,
+    created_at: toDate(member.createdAt, 'createdAt'),
+    last_updated_at: toDate(member.lastUpdatedAt, 'lastUpdatedAt'),
+  }
+}
+
+export function memberFromDocument(document: MemberDocument): WorkspaceMemberRecord {
+  return {
+    workspaceId: document.workspace_id,
+    userId: document.user_id,
+    organisationId: document.organisation_id,
+    role: document.role,
+    createdAt: iso(document.created_at, 'created_at'),
+    lastUpdatedAt: iso(document.last_updated_at, 'last_updated_at'),
+  }
+}
+
+export function memberWithUserFromDocument(document: MemberWithUserDocument): WorkspaceMemberWithUser {
+  return { member: memberFromDocument(document), user: userFromDocument(document.user) }
+}
+
+export function inviteToDocument(invite: InviteRecord): InviteDocument {
+  return {
+    _id: invite.id,
+    organisation_id: invite.organisationId,
+    token_hash: invite.tokenHash,
+    email: invite.email,
+    role: invite.role,
+    workspaces: invite.workspaces.map((grant) => ({ workspace_id: grant.workspaceId, role: grant.role })),
+    api_key_scopes: invite.apiKeyScopes === null ? null : [...invite.apiKeyScopes],
+    invited_by: invite.invitedBy,
+    state: invite.state,
+    created_at: toDate(invite.createdAt, 'createdAt'),
+    expires_at: toDate(invite.expiresAt, 'expiresAt'),
+    accepted_at: toOptionalDate(invite.acceptedAt, 'acceptedAt'),
+    last_updated_at: toDate(invite.lastUpdatedAt, 'lastUpdatedAt'),
+  }
+}
+
+export function inviteFromDocument(document: InviteDocument): InviteRecord {
+  return {
+    id: document._id,
+    organisationId: document.organisation_id,
+    tokenHash: document.token_hash,
+    email: document.email,
+    role: document.role,
+    workspaces: document.workspaces.map((grant) => ({ workspaceId: grant.workspace_id, role: grant.role })),
+    apiKeyScopes: document.api_key_scopes,
+    invitedBy: document.invited_by,
+    state: document.state,
+    createdAt: iso(document.created_at, 'created_at'),
+    expiresAt: iso(document.expires_at, 'expires_at'),
+    acceptedAt: optionalIso(document.accepted_at, 'accepted_at'),
+    lastUpdatedAt: iso(document.last_updated_at, 'last_updated_at'),
+  }
+}
+
+export function apiKeyToDocument(key: ApiKeyRecord): ApiKeyDocument {
+  return {
+    _id: key.id,
+    key_hash: key.keyHash,
+    masked_key: key.maskedKey,
+    name: key.name,
+    description: key.description,
+    type: key.type,
+    organisation_id: key.organisationId,
+    workspace_id: key.workspaceId,
+    user_id: key.userId,
+    scopes: [...key.scopes],
+    status: key.status,
+    expires_at: toOptionalDate(key.expiresAt, 'expiresAt'),
+    creation_mode: key.creationMode,
+    rate_limits: rateLimitsToDocuments(key.rateLimits),
+    usage_limits: key.usageLimits === null ? null : usageLimitToDocument(key.usageLimits),
+    defaults: defaultsToDocument(key.defaults),
+    alert_emails: [...key.alertEmails],
+    ...(key.previousKeyHash === null ? {} : { previous_key_hash: key.previousKeyHash }),
+    previous_key_expires_at: toOptionalDate(key.previousKeyExpiresAt, 'previousKeyExpiresAt'),
+    last_rotated_at: toOptionalDate(key.lastRotatedAt, 'lastRotatedAt'),
+    created_at: toDate(key.createdAt, 'createdAt'),
+    last_updated_at: toDate(key.lastUpdatedAt, 'lastUpdatedAt'),
+  }
+}
+
+export function apiKeyFromDocument(document: ApiKeyDocument): ApiKeyRecord {
+  return {
+    id: document._id,
+    keyHash: document.key_hash,
+    maskedKey: document.masked_key,
+    name: document.name,
+    description: document.description,
+    type: document.type,
+    organisationId: document.organisation_id,
+    workspaceId: document.workspace_id,
+    userId: document.user_id,
+    scopes: document.scopes,
+    status: document.status,
+    expiresAt: optionalIso(document.expires_at, 'expires_at'),
+    creationMode: document.creation_mode,
+    rateLimits: rateLimitsFromDocuments(document.rate_limits),
+    usageLimits: document.usage_limits === null ? null : usageLimitFromDocument(document.usage_limits),
+    defaults: defaultsFromDocument(document.defaults),
+    alertEmails: document.alert_emails,
+    previousKeyHash: document.previous_key_hash ?? null,
+    previousKeyExpiresAt: optionalIso(document.previous_key_expires_at, 'previous_key_expires_at'),
+    lastRotatedAt: optionalIso(document.last_rotated_at, 'last_rotated_at'),
+    createdAt: iso(document.created_at, 'created_at'),
+    lastUpdatedAt: iso(document.last_updated_at, 'last_updated_at'),
+  }
+}
+
+export function auditToDocument(entry: AuditEntry): AuditDocument {
+  return {
+    _id: entry.id,
+    timestamp: toDate(entry.timestamp, 'timestamp'),
+    organisation_id: entry.organisationId,
+    workspace_id: entry.workspaceId,
+    user_id: entry.userId,
+    user_type: entry.userType,
+    method: entry.method,
+    uri: entry.uri,
+    request_id: entry.requestId,
+    request_body: entry.requestBody,
+    query_params: entry.queryParams,
+    response_status_code: entry.responseStatusCode,
+    resource_type: entry.resourceType,
+    action: entry.action,
+    resource_id: entry.resourceId,
+    client_ip: entry.clientIp,
+  }
+}
+
+export function auditFromDocument(document: AuditDocument): AuditEntry {
+  return {
+    id: document._id,
+    timestamp: iso(document.timestamp, 'timestamp'),
+    organisationId: document.organisation_id,
+    workspaceId: document.workspace_id,
+    userId: document.user_id,
+    userType: document.user_type,
+    method: document.method,
+    uri: document.uri,
+    requestId: document.request_id,
+    requestBody: document.request_body,
+    queryParams: document.query_params,
+    responseStatusCode: document.response_status_code,
+    resourceType: document.resource_type,
+    action: document.action,
+    resourceId: document.resource_id,
+    clientIp: document.client_ip,
+  }
+}

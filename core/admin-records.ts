@@ -1,0 +1,273 @@
+/**
+ * The records the admin store keeps (re-exported by core/ports.ts, which plugins import).
+ *
+ * Conventions every adapter keeps:
+ * - ids are UUID strings; a workspace also has a slug unique in its organisation;
+ * - timestamps are ISO 8601 strings in `Date#toISOString()` form (UTC, milliseconds, `Z`);
+ * - emails are stored lower-cased (the Admin API lower-cases them), so equality is exact;
+ * - arrays keep their order; `null` means "not set", never "empty".
+ */
+import type { ApiKeyType } from './context.js'
+
+export type OrganisationRole = 'owner' | 'admin' | 'member'
+export type WorkspaceRole = 'admin' | 'manager' | 'member'
+
+/** A JSON Web Key Set as published by an identity provider (public parameters only). */
+export interface JsonWebKeySet {
+  readonly keys: ReadonlyArray<Readonly<Record<string, unknown>>>
+}
+
+/** How JWTs of an organisation are verified (API.md §1): a JWKS URL or a static JWKS, never both. */
+export interface JwtSettings {
+  readonly jwksUrl: string | null
+  readonly jwks: JsonWebKeySet | null
+  readonly updatedAt: string
+}
+
+export interface OrganisationRecord {
+  readonly id: string
+  readonly name: string
+  readonly createdAt: string
+  /** `null` when JWT authentication is not configured. */
+  readonly jwt: JwtSettings | null
+}
+
+export interface UserRecord {
+  readonly id: string
+  readonly organisationId: string
+  /** Lower-cased; unique per organisation. */
+  readonly email: string
+  readonly firstName: string
+  readonly lastName: string
+  readonly role: OrganisationRole
+  /** scrypt hash (`scrypt$N$r$p$salt$hash`, base64url parts) set when the user accepts an invite; `null` before. */
+  readonly passwordHash: string | null
+  readonly createdAt: string
+  readonly lastUpdatedAt: string
+}
+
+/** `rate_limits` entry (API.md §6). `rps` and `rpw` only on API keys. */
+export interface RateLimitRule {
+  readonly type: 'requests' | 'tokens'
+  readonly unit: 'rps' | 'rpm' | 'rph' | 'rpd' | 'rpw'
+  readonly value: number
+}
+
+/** `usage_limits` entry (API.md §6). Running usage is kept by the budget plugin, not here. */
+export interface UsageLimitRule {
+  readonly type: 'cost' | 'tokens'
+  /** USD for `cost`, tokens for `tokens`. */
+  readonly creditLimit: number
+  /** Same unit as `creditLimit`; crossing it records an alert. */
+  readonly alertThreshold: number | null
+  readonly periodicReset: 'weekly' | 'monthly' | null
+  /** Reset every N days (takes precedence over `periodicReset` when set). */
+  readonly periodicResetDays: number | null
+}
+
+/** `defaults` of an API key or a workspace: metadata merged into every request, default config. */
+export interface RequestDefaults {
+  readonly metadata: Readonly<Record<string, string>> | null
+  /** Config slug or id. */
+  readonly configId: string | null
+}
+
+export interface WorkspaceRecord {
+  /** UUID. */
+  readonly id: string
+  /** Unique per organisation, e.g. `ws-default-3f9a1c`; accepted wherever an id is. */
+  readonly slug: string
+  readonly organisationId: string
+  readonly name: string
+  readonly description: string | null
+  readonly defaults: RequestDefaults | null
+  readonly usageLimits: readonly UsageLimitRule[]
+  readonly rateLimits: readonly RateLimitRule[]
+  readonly createdAt: string
+  readonly lastUpdatedAt: string
+}
+
+/** A user's membership of a workspace. One per (workspace, user). */
+export interface WorkspaceMemberRecord {
+  /** Workspace UUID. */
+  readonly workspaceId: string
+  readonly userId: string
+  readonly organisationId: string
+  readonly role: WorkspaceRole
+  readonly createdAt: string
+  readonly lastUpdatedAt: string
+}
+
+/** A membership together with its user (what member listings show). */
+export interface WorkspaceMemberWithUser {
+  readonly member: WorkspaceMemberRecord
+  readonly user: UserRecord
+}
+
+/** Stored invite states; `expired` is derived from `expiresAt` when the stored state is `pending`. */
+export type InviteState = 'pending' | 'accepted' | 'cancelled'
+export type InviteStatus = InviteState | 'expired'
+
+export interface InviteRecord {
+  readonly id: string
+  readonly organisationId: string
+  /** Hex SHA-256 of the one-time token in the invite link; the token itself is never stored. */
+  readonly tokenHash: string
+  /** Lower-cased. */
+  readonly email: string
+  readonly role: 'admin' | 'member'
+  /** Workspace UUIDs and the role granted in each. */
+  readonly workspaces: ReadonlyArray<{ readonly workspaceId: string; readonly role: WorkspaceRole }>
+  /** Scopes of the workspace user key created in each workspace on acceptance; `null` → no keys. */
+  readonly apiKeyScopes: readonly string[] | null
+  /** User id of the inviter, or `null` when an API key not tied to a user invited. */
+  readonly invitedBy: string | null
+  readonly state: InviteState
+  readonly createdAt: string
+  readonly expiresAt: string
+  readonly acceptedAt: string | null
+  readonly lastUpdatedAt: string
+}
+
+export type ApiKeyStatus = 'active' | 'exhausted' | 'expired'
+
+export interface ApiKeyRecord {
+  readonly id: string
+  /** Hex SHA-256 of the secret; the secret itself is never stored. */
+  readonly keyHash: string
+  /** Display form of the secret, e.g. `gw********xyz`. */
+  readonly maskedKey: string
+  readonly name: string
+  readonly description: string | null
+  readonly type: ApiKeyType
+  readonly organisationId: string
+  /** Workspace UUID; `null` for organisation keys. */
+  readonly workspaceId: string | null
+  readonly userId: string | null
+  readonly scopes: readonly string[]
+  readonly status: ApiKeyStatus
+  /** ISO 8601, or `null` for keys that never expire. */
+  readonly expiresAt: string | null
+  readonly creationMode: 'api' | 'auto' | 'ui'
+  readonly rateLimits: readonly RateLimitRule[]
+  readonly usageLimits: UsageLimitRule | null
+  readonly defaults: RequestDefaults | null
+  readonly alertEmails: readonly string[]
+  /** Hash of the secret replaced by the last rotation, accepted until `previousKeyExpiresAt`. */
+  readonly previousKeyHash: string | null
+  readonly previousKeyExpiresAt: string | null
+  readonly lastRotatedAt: string | null
+  readonly createdAt: string
+  readonly lastUpdatedAt: string
+}
+
+/** One audit log entry (API.md §5 "audit logs"). */
+export interface AuditEntry {
+  readonly id: string
+  readonly timestamp: string
+  /** `null` only when the caller could not be attributed to any organisation. */
+  readonly organisationId: string | null
+  /** Workspace UUID the action touched, when any. */
+  readonly workspaceId: string | null
+  /** User id, or API key id when `userType` is `api_key`; `null` for unauthenticated callers. */
+  readonly userId: string | null
+  readonly userType: 'user' | 'api_key'
+  readonly method: string
+  /** Path with query string. */
+  readonly uri: string
+  readonly requestId: string
+  /** The JSON body with secrets masked, as text; `null` without a body. */
+  readonly requestBody: string | null
+  /** Query parameters as a JSON object text (`{}` when none). */
+  readonly queryParams: string
+  readonly responseStatusCode: number
+  /** `workspace`, `workspace_user`, `user`, `invite`, `api_key`, `organisation`, ... */
+  readonly resourceType: string
+  /** `create`, `update`, `delete`, `rotate`, `resend`, `accept`, ... */
+  readonly action: string
+  /** Id (or slug) of the resource acted on, when known. */
+  readonly resourceId: string | null
+  readonly clientIp: string | null
+}
+
+/** Offset paging: `limit` rows after skipping `offset`. */
+export interface PageRequest {
+  readonly offset: number
+  readonly limit: number
+}
+
+/** One page and the number of rows across all pages. */
+export interface Paged<T> {
+  readonly total: number
+  readonly items: readonly T[]
+}
+
+/** What the first start writes, all or nothing. */
+export interface BootstrapSeed {
+  readonly organisation: OrganisationRecord
+  readonly owner: UserRecord
+  readonly workspace: WorkspaceRecord
+  /** The owner's admin membership of the default workspace. */
+  readonly membership: WorkspaceMemberRecord
+  readonly adminKey: ApiKeyRecord
+}
+
+export interface UserFilter {
+  readonly role?: OrganisationRole
+  /** Exact, lower-cased. */
+  readonly email?: string
+}
+
+export interface WorkspaceFilter {
+  /** Case-sensitive substring of the name. */
+  readonly name?: string
+  /** Exact name. */
+  readonly exactName?: string
+  /** Only these workspaces (UUIDs): a workspace key lists only its own. */
+  readonly ids?: readonly string[]
+}
+
+export interface MemberFilter {
+  readonly role?: WorkspaceRole
+  /** Exact, lower-cased. */
+  readonly email?: string
+}
+
+export interface InviteFilter {
+  readonly role?: 'admin' | 'member'
+  readonly email?: string
+  readonly status?: InviteStatus
+}
+
+export interface ApiKeyFilter {
+  /** Only keys of this workspace (UUID). */
+  readonly workspaceId?: string
+  /** Only keys of these types. */
+  readonly types?: readonly ApiKeyType[]
+}
+
+/** Filters of `GET /v1/audit-logs`; all optional, combined with AND. */
+export interface AuditFilter {
+  /** Inclusive lower bound (ISO 8601). */
+  readonly startTime?: string
+  /** Inclusive upper bound (ISO 8601). */
+  readonly endTime?: string
+  readonly method?: string
+  /** Exact path (without query string) or, ending in `*`, a path prefix. */
+  readonly uri?: string
+  readonly requestId?: string
+  readonly userId?: string
+  readonly userType?: 'user' | 'api_key'
+  readonly workspaceId?: string
+  readonly resourceType?: string
+  readonly action?: string
+  readonly responseStatusCode?: number
+  readonly clientIp?: string
+}
+
+/** What cascades when a workspace is force-deleted or still blocks a plain delete. */
+export interface WorkspaceDependants {
+  readonly apiKeys: number
+  readonly virtualKeys: number
+  readonly configs: number
+}

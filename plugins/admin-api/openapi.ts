@@ -1,0 +1,275 @@
+/**
+ * `GET /v1/openapi.json` (public): an OpenAPI 3.0.3 document of every Admin API route in
+ * `ADMIN_ROUTES`. Paths, methods, scopes and security come from the route table; request bodies
+ * and query parameters are generated from the same zod schemas the handlers validate with
+ * (`OPERATION_SCHEMAS` below), so the document cannot drift from what the gateway accepts.
+ * Built on first request and served from the cached text afterwards.
+ */
+import { z } from 'zod'
+import { ERRORS, type AdminErrorCode } from '../../core/errors.js'
+import type { Reply } from '../../core/plugin.js'
+import { ADMIN_ROUTES, type RouteSpec } from '../../core/routes.js'
+import type { PublicHandler } from './request.js'
+import {
+  acceptInviteBody,
+  addMembersBody,
+  createApiKeyBody,
+  createInviteBody,
+  createWorkspaceBody,
+  deleteWorkspaceBody,
+  deleteWorkspaceQuery,
+  jwtSettingsBody,
+  listApiKeysQuery,
+  listAuditLogsQuery,
+  listInvitesQuery,
+  listMembersQuery,
+  listUsersQuery,
+  listWorkspacesQuery,
+  rotateApiKeyBody,
+  updateApiKeyBody,
+  updateMemberBody,
+  updateUserBody,
+  updateWorkspaceBody,
+} from './schemas.js'
+
+/** What the document says about one route beyond the route table. */
+export interface OperationSchemas {
+  readonly summary: string
+  /** The schema the handler validates the JSON body with. */
+  readonly body?: z.ZodType
+  /** The schema the handler validates the query string with. */
+  readonly query?: z.ZodType
+}
+
+/**
+ * Route id → summary and schemas. Every route of `ADMIN_ROUTES` needs an entry, and every route
+ * with a `json` body a `body` schema (test/unit/plugins/audit-openapi.test.ts checks both).
+ */
+export const OPERATION_SCHEMAS: Readonly<Record<string, OperationSchemas>> = {
+  'admin.organisation.get': { summary: 'Get the organisation' },
+  'admin.organisation.jwt.get': { summary: 'Get the JWT verification settings' },
+  'admin.organisation.jwt.update': { summary: 'Set the JWT verification settings (exactly one of jwks_url and jwks)', body: jwtSettingsBody },
+  'admin.organisation.jwt.delete': { summary: 'Remove the JWT verification settings' },
+
+  'admin.workspaces.create': { summary: 'Create a workspace', body: createWorkspaceBody },
+  'admin.workspaces.list': { summary: 'List workspaces', query: listWorkspacesQuery },
+  'admin.workspaces.get': { summary: 'Get a workspace with its members' },
+  'admin.workspaces.update': { summary: 'Update a workspace', body: updateWorkspaceBody },
+  'admin.workspaces.delete': { summary: 'Delete a workspace (409 while it has dependants, unless force_delete)', body: deleteWorkspaceBody, query: deleteWorkspaceQuery },
+  'admin.workspaces.members.add': { summary: 'Add users to a workspace', body: addMembersBody },
+  'admin.workspaces.members.list': { summary: 'List the members of a workspace', query: listMembersQuery },
+  'admin.workspaces.members.get': { summary: 'Get a workspace member' },
+  'admin.workspaces.members.update': { summary: "Change a member's workspace role", body: updateMemberBody },
+  'admin.workspaces.members.delete': { summary: 'Remove a member from a workspace (revokes their user keys there)' },
+
+  'admin.invites.create': { summary: 'Invite a user to the organisation', body: createInviteBody },
+  'admin.invites.list': { summary: 'List invites', query: listInvitesQuery },
+  'admin.invites.get': { summary: 'Get an invite' },
+  'admin.invites.delete': { summary: 'Cancel an invite' },
+  'admin.invites.resend': { summary: 'Resend an invite (a new link; the old one stops working)' },
+  'admin.users.list': { summary: 'List the users of the organisation', query: listUsersQuery },
+  'admin.users.get': { summary: 'Get a user' },
+  'admin.users.update': { summary: "Change a user's organisation role", body: updateUserBody },
+  'admin.users.delete': { summary: 'Remove a user from the organisation (with their memberships and user keys)' },
+
+  'invites.show': { summary: 'Show an invite from its link (the token is the credential)' },
+  'invites.accept': { summary: 'Accept an invite: creates the user, its memberships and workspace user keys', body: acceptInviteBody },
+
+  'api-keys.organisation-service.create': { summary: 'Create an Admin API (organisation service) key; the secret is returned only here', body: createApiKeyBody },
+  'api-keys.workspace-service.create': { summary: 'Create a workspace service key; the secret is returned only here', body: createApiKeyBody },
+  'api-keys.workspace-user.create': { summary: 'Create a workspace user key; the secret is returned only here', body: createApiKeyBody },
+  'api-keys.list': { summary: 'List API keys (secrets masked)', query: listApiKeysQuery },
+  'api-keys.get': { summary: 'Get an API key (secret masked)' },
+  'api-keys.update': { summary: 'Update an API key', body: updateApiKeyBody },
+  'api-keys.delete': { summary: 'Delete an API key' },
+  'api-keys.rotate': { summary: 'Rotate an API key: a new secret; the old one works until the transition ends', body: rotateApiKeyBody },
+
+  'audit-logs.list': { summary: 'List audit log entries (state-changing Admin API requests, refused ones included)', query: listAuditLogsQuery },
+  'openapi.get': { summary: 'This OpenAPI document' },
+}
+
+type Json = Record<string, unknown>
+
+const PARAMETER_DESCRIPTIONS: Readonly<Record<string, string>> = {
+  workspaceId: 'Workspace slug or UUID',
+  userId: 'User UUID',
+  inviteId: 'Invite UUID',
+  apiKeyId: 'API key UUID',
+  token: 'The invite token from the invite link',
+}
+
+/** Error responses: status → the catalogue's admin code and what it means here. */
+const ERROR_RESPONSES: ReadonlyArray<readonly [string, AdminErrorCode, string]> = [
+  ['400', 'AB01', 'Validation failed: malformed JSON, or a body or query field is invalid (the message names it)'],
+  ['401', 'AB05', 'Missing, unknown or expired API key or token'],
+  ['403', 'AB03', 'The caller lacks the scope, the key type or the role this operation needs'],
+  ['404', 'AB08', 'The resource does not exist or belongs to another workspace'],
+  ['409', 'AB07', 'Conflict: a duplicate, remaining dependants, or a concurrent change'],
+  ['410', 'AB08', 'The invite was already accepted, cancelled or has expired'],
+  ['413', 'AB01', 'The request body is larger than the limit'],
+  ['500', 'AB04', 'Internal error'],
+  ['503', 'AB04', 'Authentication is temporarily unavailable, or the gateway is shutting down'],
+]
+
+const ADMIN_ERROR_CODES = [...new Set(Object.values(ERRORS).map((spec) => spec.adminCode))].sort()
+
+/** JSON Schema (OpenAPI 3.0 dialect) of what a client sends: the schema's input side. */
+function schemaOf(schema: z.ZodType): Json {
+  return z.toJSONSchema(schema, { target: 'openapi-3.0', io: 'input', unrepresentable: 'any' }) as Json
+}
+
+/** `/v1/admin/workspaces/:workspaceId` → `/v1/admin/workspaces/{workspaceId}` */
+function openApiPath(pattern: string): string {
+  return pattern.replace(/:([A-Za-z0-9_]+)/g, '{$1}')
+}
+
+function pathParameters(pattern: string): Json[] {
+  return [...pattern.matchAll(/:([A-Za-z0-9_]+)/g)].map(([, name]) => ({
+    name,
+    in: 'path',
+    required: true,
+    description: PARAMETER_DESCRIPTIONS[name as string] ?? name,
+    schema: { type: 'string' },
+  }))
+}
+
+/** One `in: query` parameter per property of the query schema. */
+function queryParameters(schema: z.ZodType): Json[] {
+  const json = schemaOf(schema)
+  const properties = (json.properties ?? {}) as Record<string, Json>
+  const required = new Set((json.required ?? []) as string[])
+  return Object.entries(properties).map(([name, property]) => {
+    const { description, ...rest } = property
+    return { name, in: 'query', required: required.has(name), ...(typeof description === 'string' ? { description } : {}), schema: rest }
+  })
+}
+
+/** `organisation`, `workspaces`, `invites`, `api-keys`, ...: the route id's first meaningful part. */
+function tagOf(route: RouteSpec): string {
+  const parts = route.id.split('.')
+  return (parts[0] === 'admin' ? parts[1] : parts[0]) ?? route.id
+}
+
+function describeAccess(route: RouteSpec): string {
+  if (route.public) return 'Public: no API key (the path itself carries any credential).'
+  const scopes = route.scopes.map((scope) => `\`${scope}\``).join(', ')
+  const keys = route.adminKeyOnly ? 'Admin API (organisation) keys only.' : 'Admin API keys, workspace keys and JWTs (locked to their workspace).'
+  return `${keys} Scopes (any one admits): ${scopes}.`
+}
+
+function errorStatuses(route: RouteSpec): string[] {
+  const statuses = ['400', '500']
+  if (!route.public) statuses.push('401', '403', '503')
+  if (route.pattern.includes(':') || route.body !== 'none') statuses.push('404')
+  if (route.audit !== null) statuses.push('409')
+  if (route.id.startsWith('invites.')) statuses.push('410')
+  if (route.body !== 'none') statuses.push('413')
+  return statuses.sort()
+}
+
+function successResponse(route: RouteSpec): Json {
+  const list = route.id.endsWith('.list')
+  return {
+    description: list ? 'One page of results' : route.method === 'DELETE' ? 'Done (an empty object)' : 'The resource',
+    content: { 'application/json': { schema: list ? { $ref: '#/components/schemas/List' } : { type: 'object' } } },
+  }
+}
+
+function operationOf(route: RouteSpec): Json {
+  const spec = OPERATION_SCHEMAS[route.id]
+  const parameters = [...pathParameters(route.pattern), ...(spec?.query === undefined ? [] : queryParameters(spec.query))]
+  const responses: Json = { '200': successResponse(route) }
+  for (const status of errorStatuses(route)) responses[status] = { $ref: `#/components/responses/Error${status}` }
+  const operation: Json = {
+    operationId: route.id,
+    summary: spec?.summary ?? route.id,
+    description: `${describeAccess(route)}${route.audit === null ? '' : ' Every call is recorded in the audit log.'}`,
+    tags: [tagOf(route)],
+    security: route.public ? [] : [{ apiKey: [] }, { bearer: [] }],
+    'x-gateway-scopes': route.scopes,
+    'x-gateway-admin-key-only': route.adminKeyOnly,
+    ...(route.audit === null ? {} : { 'x-gateway-audit': { resource_type: route.audit.resourceType, action: route.audit.action } }),
+    ...(parameters.length === 0 ? {} : { parameters }),
+    responses,
+  }
+  if (spec?.body !== undefined && route.body !== 'none') {
+    operation.requestBody = { required: route.body === 'json', content: { 'application/json': { schema: schemaOf(spec.body) } } }
+  }
+  return operation
+}
+
+/** The document for `routes` (every Admin API route by default). */
+export function buildOpenApiDocument(routes: readonly RouteSpec[] = ADMIN_ROUTES): Json {
+  const paths: Record<string, Json> = {}
+  for (const route of routes) {
+    const path = (paths[openApiPath(route.pattern)] ??= {})
+    path[route.method.toLowerCase()] = operationOf(route)
+  }
+  const responses: Json = {}
+  for (const [status, code, description] of ERROR_RESPONSES) {
+    responses[`Error${status}`] = {
+      description: `${description} (errorCode ${code})`,
+      content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' }, example: { success: false, data: { message: description, errorCode: code } } } },
+    }
+  }
+  return {
+    openapi: '3.0.3',
+    info: {
+      title: 'Gateway Admin API',
+      version: '1',
+      description:
+        'Control plane of the gateway: organisation, workspaces and members, users and invites, API keys, audit logs. ' +
+        'Send the key in `x-gateway-api-key` (or `Authorization: Bearer`). Lists are `{object: "list", total, data}` paged with ' +
+        '`current_page` (0-based) and `page_size` (users and invites: `currentPage`/`pageSize`).',
+    },
+    tags: [...new Set(routes.map(tagOf))].map((name) => ({ name })),
+    paths,
+    components: {
+      securitySchemes: {
+        apiKey: { type: 'apiKey', in: 'header', name: 'x-gateway-api-key', description: 'A gateway API key' },
+        bearer: { type: 'http', scheme: 'bearer', description: 'A gateway API key or a JWT of the organisation (RS256)' },
+      },
+      schemas: {
+        Error: {
+          type: 'object',
+          required: ['success', 'data'],
+          properties: {
+            success: { type: 'boolean', enum: [false] },
+            data: {
+              type: 'object',
+              required: ['message', 'errorCode'],
+              properties: { message: { type: 'string' }, errorCode: { type: 'string', enum: ADMIN_ERROR_CODES } },
+            },
+          },
+        },
+        List: {
+          type: 'object',
+          required: ['object', 'total', 'data'],
+          properties: {
+            object: { type: 'string', enum: ['list'] },
+            total: { type: 'integer', minimum: 0, description: 'Matching records across all pages' },
+            data: { type: 'array', items: { type: 'object' } },
+          },
+        },
+      },
+      responses,
+    },
+  }
+}
+
+let documentText: string | null = null
+
+/** The serialised document, built once. */
+export function openApiText(): string {
+  documentText ??= JSON.stringify(buildOpenApiDocument())
+  return documentText
+}
+
+const HEADERS: ReadonlyArray<readonly [string, string]> = [
+  ['content-type', 'application/json'],
+  ['cache-control', 'public, max-age=300'],
+]
+
+export const publicOpenApiHandlers: Readonly<Record<string, PublicHandler>> = {
+  'openapi.get': async (): Promise<Reply> => ({ status: 200, headers: HEADERS, body: openApiText() }),
+}

@@ -1,0 +1,123 @@
+/**
+ * What every Admin API handler shares: the ports it uses, the caller, validation of bodies and
+ * queries (`field: message`, AB01), paging, and `commit`, which stores a change together with its
+ * audit entry in one transaction.
+ */
+import { auditEntryOf } from '../../core/audit.js'
+import type { Principal, RequestContext } from '../../core/context.js'
+import { ERRORS, gatewayError, type GatewayError } from '../../core/errors.js'
+import type { Reply } from '../../core/plugin.js'
+import type { AdminStore, AdminWriter, ChangeNotifier, Clock, PageRequest, ProviderRegistry } from '../../core/ports.js'
+import type { AdminApiConfig } from './config.js'
+import { describeIssue } from './schemas.js'
+import type { z } from 'zod'
+
+/** The ports and settings handlers use. */
+export interface AdminDeps {
+  readonly store: AdminStore
+  readonly notifier: ChangeNotifier
+  readonly clock: Clock
+  readonly registry: ProviderRegistry
+  readonly config: AdminApiConfig
+}
+
+/** An authenticated Admin API request (public routes get `principal: null`). */
+export interface AdminRequest {
+  readonly ctx: RequestContext
+  readonly principal: Principal
+  readonly deps: AdminDeps
+}
+
+export type Handler = (request: AdminRequest) => Promise<Reply | GatewayError>
+
+/** A request on a public route (no principal: the invite link, the OpenAPI document). */
+export interface PublicRequest {
+  readonly ctx: RequestContext
+  readonly deps: AdminDeps
+}
+
+export type PublicHandler = (request: PublicRequest) => Promise<Reply | GatewayError>
+
+/** A result or the error to reply with. */
+export type Outcome<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: GatewayError }
+
+export function notFound(what: string): GatewayError {
+  return gatewayError(ERRORS.GW_ADMIN_NOT_FOUND, `${what} not found`)
+}
+
+export function invalid(message: string, param?: string): GatewayError {
+  return gatewayError(ERRORS.GW_ADMIN_VALIDATION, message, param === undefined ? undefined : { param })
+}
+
+export function forbidden(message?: string): GatewayError {
+  return gatewayError(ERRORS.GW_ADMIN_FORBIDDEN, message)
+}
+
+/**
+ * For optimistic updates inside `commit`: a lost race must roll the transaction back (dropping
+ * the audit entry with it), so it rejects; the plugin replies 409 and the audit plugin records it.
+ */
+export function requireApplied(applied: boolean): void {
+  if (!applied) throw gatewayError(ERRORS.GW_ADMIN_STALE)
+}
+
+/** Validates the JSON body (an empty optional body is `{}`). */
+export function parseBody<S extends z.ZodType>(ctx: RequestContext, schema: S): Outcome<z.output<S>> {
+  const parsed = schema.safeParse(ctx.body ?? {})
+  return parsed.success ? { ok: true, value: parsed.data } : { ok: false, error: invalid(describeIssue(parsed.error)) }
+}
+
+/**
+ * Validates the query string. A repeated parameter keeps its last value; unknown parameters are
+ * ignored (clients and SDKs add their own).
+ */
+export function parseQuery<S extends z.ZodType>(ctx: RequestContext, schema: S): Outcome<z.output<S>> {
+  const values = ctx.query.length === 0 ? {} : Object.fromEntries(new URLSearchParams(ctx.query))
+  const parsed = schema.safeParse(values)
+  return parsed.success ? { ok: true, value: parsed.data } : { ok: false, error: invalid(describeIssue(parsed.error)) }
+}
+
+/** `current_page`/`page_size` (or the camelCase pair) → offset paging. */
+export function pageOf(page: number, size: number): PageRequest {
+  return { offset: page * size, limit: size }
+}
+
+/** ISO 8601 for the injected clock; strictly after `previous` so optimistic updates always see a change. */
+export function nowIso(deps: AdminDeps, previous?: string): string {
+  let now = deps.clock.now()
+  if (previous !== undefined) now = Math.max(now, Date.parse(previous) + 1)
+  return new Date(now).toISOString()
+}
+
+/**
+ * Tells the audit plugin which workspace and resource a request touched, in case the request is
+ * refused or fails after this point (it then stores the entry itself).
+ */
+export function noteAction(ctx: RequestContext, facts: { workspaceId?: string | null; resourceId?: string | null; userId?: string | null; organisationId?: string | null }): void {
+  const note = (ctx.adminAction ??= { audited: false, workspaceId: null, resourceId: null, userId: null, organisationId: null })
+  if (facts.workspaceId !== undefined) note.workspaceId = facts.workspaceId
+  if (facts.resourceId !== undefined) note.resourceId = facts.resourceId
+  if (facts.userId !== undefined) note.userId = facts.userId
+  if (facts.organisationId !== undefined) note.organisationId = facts.organisationId
+}
+
+/**
+ * Runs `work` in one admin store transaction together with the request's audit entry (status
+ * `status`). A rejection (conflict, lost race) propagates and nothing is stored; the audit plugin
+ * then records the refusal.
+ */
+export async function commit<T>(request: { ctx: RequestContext; deps: AdminDeps }, status: number, work: (writer: AdminWriter) => Promise<T>): Promise<T> {
+  const { ctx, deps } = request
+  noteAction(ctx, {})
+  const note = ctx.adminAction
+  const entry = auditEntryOf(ctx, {
+    status,
+    workspaceId: note?.workspaceId ?? null,
+    resourceId: note?.resourceId ?? null,
+    userId: note?.userId ?? null,
+    organisationId: note?.organisationId ?? null,
+  })
+  const result = await deps.store.write(entry, work)
+  if (note !== null) note.audited = true
+  return result
+}

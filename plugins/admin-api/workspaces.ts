@@ -1,0 +1,264 @@
+/**
+ * Workspaces and their members (`/v1/admin/workspaces…`, API.md §5). Admin keys create and
+ * delete workspaces; workspace admins and managers change their workspace and its members; only a
+ * workspace admin grants the admin role.
+ */
+import { randomBytes, randomUUID } from 'node:crypto'
+import type { Principal } from '../../core/context.js'
+import { ERRORS, GatewayError, gatewayError } from '../../core/errors.js'
+import { jsonReply, type Reply } from '../../core/plugin.js'
+import { CHANGE_CHANNELS, type AdminWriter, type ApiKeyRecord, type WorkspaceRecord, type WorkspaceRole } from '../../core/ports.js'
+import { canManage, roleIn, visibleWorkspace } from './access.js'
+import { defaultsOf, rateLimitsOf, usageLimitOf } from './inputs.js'
+import { commit, forbidden, invalid, noteAction, notFound, nowIso, pageOf, parseBody, parseQuery, requireApplied, type AdminDeps, type AdminRequest, type Handler } from './request.js'
+import {
+  addMembersBody,
+  createWorkspaceBody,
+  deleteWorkspaceBody,
+  deleteWorkspaceQuery,
+  listMembersQuery,
+  listWorkspacesQuery,
+  updateMemberBody,
+  updateWorkspaceBody,
+} from './schemas.js'
+import { listView, memberView, workspaceView } from './views.js'
+
+/** How many members `GET /admin/workspaces/{id}` embeds (the members list pages past that). */
+const EMBEDDED_MEMBERS = 1000
+
+/** `My Team!` → `my-team` (at most 20 characters). */
+function slugPart(name: string): string {
+  const slug = name.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 20).replace(/-+$/, '')
+  return slug.length > 0 ? slug : 'workspace'
+}
+
+/** Evicts cached copies of deleted or changed API keys on every instance. */
+export function publishKeyChanges(deps: AdminDeps, keys: readonly ApiKeyRecord[]): void {
+  for (const key of keys) {
+    deps.notifier.publish(CHANGE_CHANNELS.apiKeys, key.keyHash)
+    if (key.previousKeyHash !== null) deps.notifier.publish(CHANGE_CHANNELS.apiKeys, key.previousKeyHash)
+  }
+}
+
+/** The workspace of the path, visible to the caller, or 404. */
+async function pathWorkspace(request: AdminRequest): Promise<WorkspaceRecord | GatewayError> {
+  const workspace = await visibleWorkspace(request.deps, request.principal, request.ctx.params.workspaceId)
+  if (workspace === null) return notFound('Workspace')
+  noteAction(request.ctx, { workspaceId: workspace.id })
+  return workspace
+}
+
+/** The workspace of the path if the caller may manage it; 404 when invisible, 403 when read-only. */
+async function managedWorkspace(request: AdminRequest): Promise<WorkspaceRecord | GatewayError> {
+  const workspace = await pathWorkspace(request)
+  if (workspace instanceof GatewayError) return workspace
+  if (!(await canManage(request.deps, request.principal, workspace))) return forbidden('Only workspace admins and managers can change this workspace')
+  return workspace
+}
+
+/** Only workspace admins may grant the admin role. */
+async function mayGrant(deps: AdminDeps, principal: Principal, workspace: WorkspaceRecord, role: WorkspaceRole): Promise<boolean> {
+  return role !== 'admin' || (await roleIn(deps, principal, workspace)) === 'admin'
+}
+
+/** Deletes a user's `workspace-user` keys in one workspace (membership removed → keys revoked). */
+async function revokeUserKeys(deps: AdminDeps, writer: AdminWriter, workspace: WorkspaceRecord, userId: string): Promise<ApiKeyRecord[]> {
+  const keys = await deps.store.listApiKeys(workspace.organisationId, { workspaceId: workspace.id, types: ['workspace-user'] }, { offset: 0, limit: 10_000 })
+  const revoked: ApiKeyRecord[] = []
+  for (const key of keys.items) {
+    if (key.userId !== userId) continue
+    const deleted = await writer.deleteApiKey(workspace.organisationId, key.id)
+    if (deleted !== null) revoked.push(deleted)
+  }
+  return revoked
+}
+
+async function createWorkspace(request: AdminRequest): Promise<Reply | GatewayError> {
+  const body = parseBody(request.ctx, createWorkspaceBody)
+  if (!body.ok) return body.error
+  const { deps, principal } = request
+  const input = body.value
+  const userIds = [...new Set(input.users ?? [])]
+  for (const userId of userIds) {
+    if ((await deps.store.findUser(principal.organisationId, userId)) === null) return notFound(`User ${userId}`)
+  }
+  const now = nowIso(deps)
+  const workspace: WorkspaceRecord = {
+    id: randomUUID(),
+    slug: `ws-${slugPart(input.name)}-${randomBytes(3).toString('hex')}`,
+    organisationId: principal.organisationId,
+    name: input.name,
+    description: input.description ?? null,
+    defaults: defaultsOf(input.defaults),
+    usageLimits: (input.usage_limits ?? []).map(usageLimitOf),
+    rateLimits: rateLimitsOf(input.rate_limits),
+    createdAt: now,
+    lastUpdatedAt: now,
+  }
+  noteAction(request.ctx, { workspaceId: workspace.id, resourceId: workspace.slug })
+  await commit(request, 200, async (writer) => {
+    await writer.insertWorkspace(workspace)
+    for (const userId of userIds) {
+      await writer.insertMember({ workspaceId: workspace.id, userId, organisationId: principal.organisationId, role: 'member', createdAt: now, lastUpdatedAt: now })
+    }
+  })
+  return jsonReply(200, workspaceView(workspace))
+}
+
+async function listWorkspaces(request: AdminRequest): Promise<Reply | GatewayError> {
+  const query = parseQuery(request.ctx, listWorkspacesQuery)
+  if (!query.ok) return query.error
+  const { deps, principal } = request
+  const { current_page, page_size, name, exact_name } = query.value
+  const page = await deps.store.listWorkspaces(
+    principal.organisationId,
+    {
+      ...(name === undefined ? {} : { name }),
+      ...(exact_name === undefined ? {} : { exactName: exact_name }),
+      // A workspace key lists only its own workspace.
+      ...(principal.workspaceId === null ? {} : { ids: [principal.workspaceId] }),
+    },
+    pageOf(current_page, page_size),
+  )
+  return jsonReply(200, listView(page.total, page.items.map(workspaceView)))
+}
+
+async function getWorkspace(request: AdminRequest): Promise<Reply | GatewayError> {
+  const workspace = await pathWorkspace(request)
+  if (workspace instanceof GatewayError) return workspace
+  const members = await request.deps.store.listMembers(workspace.id, {}, { offset: 0, limit: EMBEDDED_MEMBERS })
+  return jsonReply(200, { ...workspaceView(workspace), users: members.items.map((entry) => memberView(entry, workspace)) })
+}
+
+async function updateWorkspace(request: AdminRequest): Promise<Reply | GatewayError> {
+  const body = parseBody(request.ctx, updateWorkspaceBody)
+  if (!body.ok) return body.error
+  const workspace = await managedWorkspace(request)
+  if (workspace instanceof GatewayError) return workspace
+  const { deps } = request
+  const input = body.value
+  const updated: WorkspaceRecord = {
+    ...workspace,
+    name: input.name ?? workspace.name,
+    description: input.description === undefined ? workspace.description : input.description,
+    defaults: input.defaults === undefined ? workspace.defaults : defaultsOf(input.defaults),
+    usageLimits: input.usage_limits === undefined ? workspace.usageLimits : (input.usage_limits ?? []).map(usageLimitOf),
+    rateLimits: input.rate_limits === undefined ? workspace.rateLimits : rateLimitsOf(input.rate_limits),
+    lastUpdatedAt: nowIso(deps, workspace.lastUpdatedAt),
+  }
+  await commit(request, 200, (writer) => writer.updateWorkspace(updated, workspace.lastUpdatedAt).then(requireApplied))
+  deps.notifier.publish(CHANGE_CHANNELS.workspaces, workspace.id)
+  return jsonReply(200, workspaceView(updated))
+}
+
+async function deleteWorkspace(request: AdminRequest): Promise<Reply | GatewayError> {
+  const body = parseBody(request.ctx, deleteWorkspaceBody)
+  if (!body.ok) return body.error
+  const query = parseQuery(request.ctx, deleteWorkspaceQuery)
+  if (!query.ok) return query.error
+  const workspace = await pathWorkspace(request)
+  if (workspace instanceof GatewayError) return workspace
+  const { deps, principal } = request
+  if (body.value.name !== undefined && body.value.name !== workspace.name) return invalid('name: does not match the workspace name', 'name')
+  const force = body.value.force_delete ?? query.value.force_delete === 'true'
+  if (!force) {
+    const dependants = await deps.store.workspaceDependants(principal.organisationId, workspace.id)
+    const blocking = Object.entries(dependants).filter(([, count]) => count > 0)
+    if (blocking.length > 0) {
+      const names: Record<string, string> = { apiKeys: 'API keys', virtualKeys: 'virtual keys', configs: 'configs' }
+      const list = blocking.map(([kind, count]) => `${count} ${names[kind] ?? kind}`).join(', ')
+      return gatewayError(ERRORS.GW_ADMIN_DEPENDANTS, `Unable to delete: the workspace still has ${list}. Delete them first, or send "force_delete": true`)
+    }
+  }
+  const revoked = await commit(request, 200, (writer) => writer.deleteWorkspace(principal.organisationId, workspace.id))
+  publishKeyChanges(deps, revoked)
+  deps.notifier.publish(CHANGE_CHANNELS.workspaces, workspace.id)
+  return jsonReply(200, {})
+}
+
+async function addMembers(request: AdminRequest): Promise<Reply | GatewayError> {
+  const body = parseBody(request.ctx, addMembersBody)
+  if (!body.ok) return body.error
+  const workspace = await managedWorkspace(request)
+  if (workspace instanceof GatewayError) return workspace
+  const { deps, principal } = request
+  const seen = new Set<string>()
+  for (const [index, entry] of body.value.users.entries()) {
+    if (seen.has(entry.id)) return invalid(`users.${index}.id: listed twice`, 'users')
+    seen.add(entry.id)
+    // A user must belong to the organisation before joining one of its workspaces.
+    if ((await deps.store.findUser(principal.organisationId, entry.id)) === null) return notFound(`User ${entry.id}`)
+    if (!(await mayGrant(deps, principal, workspace, entry.role))) return forbidden('Only workspace admins can grant the admin role')
+  }
+  const now = nowIso(deps)
+  await commit(request, 200, async (writer) => {
+    for (const entry of body.value.users) {
+      await writer.insertMember({ workspaceId: workspace.id, userId: entry.id, organisationId: principal.organisationId, role: entry.role, createdAt: now, lastUpdatedAt: now })
+    }
+  })
+  return jsonReply(200, {})
+}
+
+async function listMembers(request: AdminRequest): Promise<Reply | GatewayError> {
+  const query = parseQuery(request.ctx, listMembersQuery)
+  if (!query.ok) return query.error
+  const workspace = await pathWorkspace(request)
+  if (workspace instanceof GatewayError) return workspace
+  const { current_page, page_size, role, email } = query.value
+  const page = await request.deps.store.listMembers(
+    workspace.id,
+    { ...(role === undefined ? {} : { role }), ...(email === undefined ? {} : { email }) },
+    pageOf(current_page, page_size),
+  )
+  return jsonReply(200, listView(page.total, page.items.map((entry) => memberView(entry, workspace))))
+}
+
+async function getMember(request: AdminRequest): Promise<Reply | GatewayError> {
+  const workspace = await pathWorkspace(request)
+  if (workspace instanceof GatewayError) return workspace
+  const entry = await request.deps.store.findMember(workspace.id, request.ctx.params.userId ?? '')
+  return entry === null ? notFound('Workspace member') : jsonReply(200, memberView(entry, workspace))
+}
+
+async function updateMember(request: AdminRequest): Promise<Reply | GatewayError> {
+  const body = parseBody(request.ctx, updateMemberBody)
+  if (!body.ok) return body.error
+  const workspace = await managedWorkspace(request)
+  if (workspace instanceof GatewayError) return workspace
+  const { deps, principal } = request
+  const entry = await deps.store.findMember(workspace.id, request.ctx.params.userId ?? '')
+  if (entry === null) return notFound('Workspace member')
+  const grantsOrRevokesAdmin = body.value.role === 'admin' || entry.member.role === 'admin'
+  if (grantsOrRevokesAdmin && (await roleIn(deps, principal, workspace)) !== 'admin') return forbidden('Only workspace admins can grant or revoke the admin role')
+  const updated = { ...entry.member, role: body.value.role, lastUpdatedAt: nowIso(deps, entry.member.lastUpdatedAt) }
+  await commit(request, 200, (writer) => writer.updateMember(updated, entry.member.lastUpdatedAt).then(requireApplied))
+  return jsonReply(200, memberView({ member: updated, user: entry.user }, workspace))
+}
+
+async function deleteMember(request: AdminRequest): Promise<Reply | GatewayError> {
+  const workspace = await managedWorkspace(request)
+  if (workspace instanceof GatewayError) return workspace
+  const { deps, principal } = request
+  const entry = await deps.store.findMember(workspace.id, request.ctx.params.userId ?? '')
+  if (entry === null) return notFound('Workspace member')
+  if (entry.member.role === 'admin' && (await roleIn(deps, principal, workspace)) !== 'admin') return forbidden('Only workspace admins can remove an admin')
+  const revoked = await commit(request, 200, async (writer) => {
+    await writer.deleteMember(workspace.id, entry.user.id)
+    return revokeUserKeys(deps, writer, workspace, entry.user.id)
+  })
+  publishKeyChanges(deps, revoked)
+  return jsonReply(200, {})
+}
+
+export const workspaceHandlers: Readonly<Record<string, Handler>> = {
+  'admin.workspaces.create': createWorkspace,
+  'admin.workspaces.list': listWorkspaces,
+  'admin.workspaces.get': getWorkspace,
+  'admin.workspaces.update': updateWorkspace,
+  'admin.workspaces.delete': deleteWorkspace,
+  'admin.workspaces.members.add': addMembers,
+  'admin.workspaces.members.list': listMembers,
+  'admin.workspaces.members.get': getMember,
+  'admin.workspaces.members.update': updateMember,
+  'admin.workspaces.members.delete': deleteMember,
+}

@@ -1,0 +1,127 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { DuckDbAdminStore } from '../../../adapters/embedded/duckdb-admin-store.js'
+import { DuckDbDatabase } from '../../../adapters/embedded/duckdb-database.js'
+import { InProcessChangeNotifier } from '../../../adapters/memory/in-process-change-notifier.js'
+import { CHANGE_CHANNELS, type AdminStore, type Logger, type OrganisationRecord } from '../../../core/ports.js'
+import { ADMIN_KEY_SCOPES } from '../../../core/scopes.js'
+import { hashSecret } from '../../../core/secrets.js'
+import { applyBootstrapJwt, seedFirstStart } from '../../../plugins/auth/bootstrap.js'
+import { authConfigSchema, type AuthConfig } from '../../../plugins/auth/config.js'
+
+const silent: Logger = { debug() {}, info() {}, warn() {}, error() {} }
+const ADMIN_KEY = 'gw-unit-admin-key-0123456789abcdef'
+const JWKS = { keys: [{ kty: 'RSA', kid: 'k1', alg: 'RS256', use: 'sig', n: 'sXch', e: 'AQAB' }] }
+
+function bootstrapSettings(overrides: Record<string, unknown> = {}): AuthConfig['bootstrap'] {
+  const parsed = authConfigSchema.safeParse({ bootstrap: { adminKey: ADMIN_KEY, print: false, ...overrides } })
+  if (!parsed.success) throw new Error(JSON.stringify(parsed.error.issues))
+  return parsed.data.bootstrap
+}
+
+let database: DuckDbDatabase
+let store: AdminStore
+let notifier: InProcessChangeNotifier
+let published: string[]
+
+beforeEach(async () => {
+  database = new DuckDbDatabase({ path: ':memory:' })
+  store = new DuckDbAdminStore(database)
+  await store.start()
+  notifier = new InProcessChangeNotifier()
+  published = []
+  notifier.subscribe(CHANGE_CHANNELS.organisations, (message) => published.push(message))
+})
+
+afterEach(async () => {
+  await store.close()
+  await database.close()
+})
+
+describe('seedFirstStart', () => {
+  it('creates the organisation, its owner (admin of the default workspace), the workspace and the admin key once', async () => {
+    expect(await seedFirstStart(store, bootstrapSettings(), Date.now(), silent)).toBeNull()
+    const organisation = (await store.findFirstOrganisation()) as OrganisationRecord
+    expect(organisation.jwt).toBeNull()
+    const key = await store.findApiKeyByHash(hashSecret(ADMIN_KEY))
+    expect(key).toMatchObject({
+      type: 'organisation-service',
+      organisationId: organisation.id,
+      workspaceId: null,
+      scopes: ADMIN_KEY_SCOPES,
+      rateLimits: [],
+      usageLimits: null,
+      defaults: null,
+      alertEmails: [],
+      previousKeyHash: null,
+      previousKeyExpiresAt: null,
+      lastRotatedAt: null,
+    })
+    const owner = await store.findUser(organisation.id, key?.userId as string)
+    expect(owner).toMatchObject({ role: 'owner', email: 'owner@localhost', passwordHash: null })
+    const workspaces = await store.listWorkspaces(organisation.id, {}, { offset: 0, limit: 10 })
+    expect(workspaces.total).toBe(1)
+    expect(workspaces.items[0]).toMatchObject({ defaults: null, usageLimits: [], rateLimits: [] })
+    const memberships = await store.listMembershipsOfUser(organisation.id, owner?.id as string)
+    expect(memberships).toMatchObject([{ workspaceId: workspaces.items[0]?.id, role: 'admin' }])
+
+    // A second start leaves everything alone.
+    expect(await seedFirstStart(store, bootstrapSettings({ adminKey: '' }), Date.now(), silent)).toBeNull()
+    expect((await store.findFirstOrganisation())?.id).toBe(organisation.id)
+  })
+
+  it('returns a generated key when none is configured', async () => {
+    const secret = await seedFirstStart(store, bootstrapSettings({ adminKey: '' }), Date.now(), silent)
+    expect(secret).toMatch(/^gw-/)
+    expect(await store.findApiKeyByHash(hashSecret(secret as string))).not.toBeNull()
+  })
+})
+
+describe('applyBootstrapJwt', () => {
+  it('does nothing when no JWKS is configured (settings made through the Admin API survive)', async () => {
+    await seedFirstStart(store, bootstrapSettings(), Date.now(), silent)
+    expect(await applyBootstrapJwt(store, notifier, bootstrapSettings(), Date.now(), silent)).toBe(false)
+    expect((await store.findFirstOrganisation())?.jwt).toBeNull()
+    expect(published).toEqual([])
+  })
+
+  it('writes a JWKS URL with an audit entry, tells the other instances, and writes only when it changed', async () => {
+    await seedFirstStart(store, bootstrapSettings(), Date.now(), silent)
+    const url = 'https://issuer.example/.well-known/jwks.json'
+    const settings = bootstrapSettings({ jwksUrl: url })
+    const at = Date.parse('2030-02-03T04:05:06.789Z')
+    expect(await applyBootstrapJwt(store, notifier, settings, at, silent)).toBe(true)
+    const organisation = (await store.findFirstOrganisation()) as OrganisationRecord
+    expect(organisation.jwt).toEqual({ jwksUrl: url, jwks: null, updatedAt: '2030-02-03T04:05:06.789Z' })
+    expect(published).toEqual([organisation.id])
+    const entries = await store.listAuditEntries(organisation.id, { uri: '/v1/admin/organisation/jwt' }, { offset: 0, limit: 10 })
+    expect(entries.total).toBe(1)
+    expect(entries.items[0]).toMatchObject({
+      method: 'PUT',
+      resourceType: 'organisation',
+      action: 'update',
+      userType: 'api_key',
+      userId: null,
+      organisationId: organisation.id,
+      resourceId: organisation.id,
+      responseStatusCode: 200,
+      requestBody: JSON.stringify({ jwks_url: url }),
+    })
+
+    // The same settings at the next start: no write, no notification.
+    expect(await applyBootstrapJwt(store, notifier, settings, at + 1000, silent)).toBe(false)
+    expect(published).toHaveLength(1)
+
+    // A static JWKS replaces the URL.
+    expect(await applyBootstrapJwt(store, notifier, bootstrapSettings({ jwks: JWKS }), at + 2000, silent)).toBe(true)
+    const replaced = (await store.findFirstOrganisation()) as OrganisationRecord
+    expect(replaced.jwt?.jwksUrl).toBeNull()
+    expect(replaced.jwt?.jwks).toEqual(JWKS)
+    expect(published).toHaveLength(2)
+    const all = await store.listAuditEntries(organisation.id, { uri: '/v1/admin/organisation/jwt' }, { offset: 0, limit: 10 })
+    expect(all.items.map((entry) => entry.requestBody)).toContain('{"jwks":"(from GATEWAY_JWKS)"}')
+
+    // Key order does not count as a change.
+    const reordered = { keys: [{ e: 'AQAB', n: 'sXch', use: 'sig', alg: 'RS256', kid: 'k1', kty: 'RSA' }] }
+    expect(await applyBootstrapJwt(store, notifier, bootstrapSettings({ jwks: reordered }), at + 3000, silent)).toBe(false)
+  })
+})
