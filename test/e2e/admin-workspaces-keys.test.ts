@@ -286,6 +286,37 @@ describe('API keys', () => {
   })
 })
 
+describe('roles of user keys', () => {
+  it('a member user key cannot create keys or change members; promoted to manager it can', async () => {
+    const team = await createWorkspace('Member rights')
+    const invite = await call('POST', '/v1/admin/users/invites', {
+      email: `member-${Date.now()}@example.test`,
+      role: 'member',
+      workspaces: [{ id: team.id, role: 'member' }],
+      workspace_api_key_details: { scopes: ['workspace_service_api_keys.create', 'workspace_users.update', 'completions.write'] },
+    })
+    expect(invite.status, invite.text).toBe(200)
+    const token = String(invite.body.invite_link).split('/').pop()
+    const accepted = await call('POST', `/v1/invites/${token}`, { first_name: 'Mia', last_name: 'Member', password: 'correct horse battery' }, null)
+    expect(accepted.status, accepted.text).toBe(201)
+    const userId = accepted.body.user.id as string
+    const userKey = accepted.body.api_keys[0].key as string
+    expect(await chat(userKey)).toBe(200)
+
+    expectAdminError(await createKey('workspace/service', { scopes: ['completions.write'] }, userKey), 403, 'AB03')
+    expectAdminError(await call('PUT', `/v1/admin/workspaces/${team.id}/users/${userId}`, { role: 'manager' }, userKey), 403, 'AB03')
+
+    expect((await call('PUT', `/v1/admin/workspaces/${team.id}/users/${userId}`, { role: 'manager' })).status).toBe(200)
+    expect((await createKey('workspace/service', { scopes: ['completions.write'] }, userKey)).status).toBe(200)
+    // A manager still cannot make itself admin.
+    expectAdminError(await call('PUT', `/v1/admin/workspaces/${team.id}/users/${userId}`, { role: 'admin' }, userKey), 403, 'AB03')
+
+    // Removing the membership revokes the user's key in that workspace.
+    expect((await call('DELETE', `/v1/admin/workspaces/${team.id}/users/${userId}`)).status).toBe(200)
+    expect(await chat(userKey)).toBe(401)
+  })
+})
+
 describe('organisation JWT settings', () => {
   const publicKey = { kty: 'RSA', kid: 'k1', n: 'sXch', e: 'AQAB', alg: 'RS256', use: 'sig' }
 
