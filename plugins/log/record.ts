@@ -28,7 +28,8 @@ export function toLogRecord(ctx: RequestContext, maxMetadataBytes: number): LogR
     createdAt: ctx.receivedAt,
     organisationId: ctx.principal?.organisationId ?? null,
     workspaceId: ctx.principal?.workspaceId ?? null,
-    apiKeyId: ctx.principal?.keyId ?? null,
+    // A JWT's keyId is the token's subject, not an API key id.
+    apiKeyId: ctx.principal?.kind === 'api-key' ? ctx.principal.keyId : null,
     method: ctx.method,
     route: ctx.route.id,
     path: ctx.path,
