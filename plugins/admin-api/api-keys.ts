@@ -11,13 +11,12 @@
  * - the secret is returned by create and rotate only; reads show the masked form. Rotation keeps
  *   the id and accepts the old secret until `key_transition_expires_at`.
  */
-import { randomUUID } from 'node:crypto'
 import type { ApiKeyType, Principal } from '../../core/context.js'
 import { ERRORS, GatewayError, gatewayError } from '../../core/errors.js'
 import { jsonReply, type Reply } from '../../core/plugin.js'
 import { CHANGE_CHANNELS, type ApiKeyRecord, type WorkspaceRecord } from '../../core/ports.js'
 import { ADMIN_KEY_SCOPES, WORKSPACE_KEY_SCOPES, normaliseScope } from '../../core/scopes.js'
-import { hashSecret, maskSecret, newApiKeySecret } from '../../core/secrets.js'
+import { hashSecret, issueApiKey, maskSecret, newApiKeySecret } from '../../core/secrets.js'
 import { canManage, hasKeyScope, isAdminKey, targetWorkspace, visibleWorkspace } from './access.js'
 import { defaultsOf, rateLimitsOf, usageLimitOf } from './inputs.js'
 import {
@@ -134,12 +133,7 @@ function createApiKey(type: ApiKeyType): Handler {
     const scopes = grantableScopes(principal, type, input.scopes)
     if (scopes instanceof GatewayError) return scopes
 
-    const secret = newApiKeySecret()
-    const now = nowIso(deps)
-    const key: ApiKeyRecord = {
-      id: randomUUID(),
-      keyHash: hashSecret(secret),
-      maskedKey: maskSecret(secret),
+    const { secret, record: key } = issueApiKey({
       name: input.name,
       description: input.description ?? null,
       type,
@@ -147,19 +141,14 @@ function createApiKey(type: ApiKeyType): Handler {
       workspaceId: workspace?.id ?? null,
       userId: input.user_id ?? null,
       scopes,
-      status: 'active',
       expiresAt: input.expires_at ?? null,
       creationMode: 'api',
       rateLimits: rateLimitsOf(input.rate_limits),
       usageLimits: input.usage_limits == null ? null : usageLimitOf(input.usage_limits),
       defaults: defaultsOf(input.defaults),
       alertEmails: input.alert_emails ?? [],
-      previousKeyHash: null,
-      previousKeyExpiresAt: null,
-      lastRotatedAt: null,
-      createdAt: now,
-      lastUpdatedAt: now,
-    }
+      createdAt: nowIso(deps),
+    })
     noteAction(ctx, { resourceId: key.id })
     await commit(request, 200, (writer) => writer.insertApiKey(key))
     // Another instance may have remembered this hash as unknown.

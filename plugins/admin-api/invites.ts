@@ -12,7 +12,7 @@ import { ERRORS, gatewayError, GatewayError, isGatewayError } from '../../core/e
 import { jsonReply, type Reply } from '../../core/plugin.js'
 import { CHANGE_CHANNELS, type ApiKeyRecord, type InviteRecord, type UserRecord, type WorkspaceMemberRecord } from '../../core/ports.js'
 import { normaliseScope, WORKSPACE_KEY_SCOPES } from '../../core/scopes.js'
-import { hashSecret, maskSecret, newApiKeySecret } from '../../core/secrets.js'
+import { hashSecret, issueApiKey } from '../../core/secrets.js'
 import { hashPassword } from './password.js'
 import {
   commit,
@@ -263,8 +263,19 @@ async function acceptInvite(request: PublicRequest): Promise<Reply | GatewayErro
   const keys: Array<{ record: ApiKeyRecord; secret: string; slug: string }> = []
   if (invite.apiKeyScopes !== null) {
     for (const { member, slug } of members) {
-      const secret = newApiKeySecret()
-      keys.push({ secret, slug, record: userKeyRecord(invite, member, secret, now) })
+      const issued = issueApiKey({
+        name: `Invite key for ${invite.email}`,
+        description: null,
+        type: 'workspace-user',
+        organisationId: invite.organisationId,
+        workspaceId: member.workspaceId,
+        userId: member.userId,
+        scopes: invite.apiKeyScopes ?? [],
+        expiresAt: null,
+        creationMode: 'auto',
+        createdAt: now,
+      })
+      keys.push({ secret: issued.secret, slug, record: issued.record })
     }
   }
   const accepted: InviteRecord = { ...invite, state: 'accepted', acceptedAt: now, lastUpdatedAt: nowIso(deps, invite.lastUpdatedAt) }
@@ -299,33 +310,6 @@ async function acceptInvite(request: PublicRequest): Promise<Reply | GatewayErro
     user: userView(user, members.map((entry) => entry.slug)),
     api_keys: keys.map((key) => ({ workspace_id: key.slug, id: key.record.id, key: key.secret })),
   })
-}
-
-function userKeyRecord(invite: InviteRecord, member: WorkspaceMemberRecord, secret: string, now: string): ApiKeyRecord {
-  return {
-    id: randomUUID(),
-    keyHash: hashSecret(secret),
-    maskedKey: maskSecret(secret),
-    name: `Invite key for ${invite.email}`,
-    description: null,
-    type: 'workspace-user',
-    organisationId: invite.organisationId,
-    workspaceId: member.workspaceId,
-    userId: member.userId,
-    scopes: invite.apiKeyScopes ?? [],
-    status: 'active',
-    expiresAt: null,
-    creationMode: 'auto',
-    rateLimits: [],
-    usageLimits: null,
-    defaults: null,
-    alertEmails: [],
-    previousKeyHash: null,
-    previousKeyExpiresAt: null,
-    lastRotatedAt: null,
-    createdAt: now,
-    lastUpdatedAt: now,
-  }
 }
 
 export const inviteHandlers: Readonly<Record<string, Handler>> = {

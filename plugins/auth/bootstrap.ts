@@ -18,7 +18,7 @@ import {
   type OrganisationRecord,
 } from '../../core/ports.js'
 import { ADMIN_KEY_SCOPES } from '../../core/scopes.js'
-import { hashSecret, maskSecret, newApiKeySecret } from '../../core/secrets.js'
+import { issueApiKey, newApiKeySecret } from '../../core/secrets.js'
 import type { AuthConfig } from './config.js'
 
 type BootstrapSettings = AuthConfig['bootstrap']
@@ -61,30 +61,21 @@ export async function seedFirstStart(store: AdminStore, settings: BootstrapSetti
       lastUpdatedAt: now,
     },
     membership: { workspaceId, userId: ownerId, organisationId, role: 'admin', createdAt: now, lastUpdatedAt: now },
-    adminKey: {
-      id: randomUUID(),
-      keyHash: hashSecret(secret),
-      maskedKey: maskSecret(secret),
-      name: 'Bootstrap Admin API key',
-      description: 'Created on first start',
-      type: 'organisation-service',
-      organisationId,
-      workspaceId: null,
-      userId: ownerId,
-      scopes: ADMIN_KEY_SCOPES,
-      status: 'active',
-      expiresAt: null,
-      creationMode: 'auto',
-      rateLimits: [],
-      usageLimits: null,
-      defaults: null,
-      alertEmails: [],
-      previousKeyHash: null,
-      previousKeyExpiresAt: null,
-      lastRotatedAt: null,
-      createdAt: now,
-      lastUpdatedAt: now,
-    },
+    adminKey: issueApiKey(
+      {
+        name: 'Bootstrap Admin API key',
+        description: 'Created on first start',
+        type: 'organisation-service',
+        organisationId,
+        workspaceId: null,
+        userId: ownerId,
+        scopes: ADMIN_KEY_SCOPES,
+        expiresAt: null,
+        creationMode: 'auto',
+        createdAt: now,
+      },
+      secret,
+    ).record,
   })
   logger.info(
     { organisationId },

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { exportJWK, generateKeyPair, generateSecret, SignJWT, type CryptoKey, type JWK, type JWTPayload } from 'jose'
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { DuckDbAdminStore } from '../../../adapters/embedded/duckdb-admin-store.js'
 import { DuckDbDatabase } from '../../../adapters/embedded/duckdb-database.js'
 import { InProcessChangeNotifier } from '../../../adapters/memory/in-process-change-notifier.js'
@@ -72,7 +72,7 @@ async function startJwksServer(keys: JsonWebKeySet): Promise<JwksServer> {
     fetches: 0,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   }
-  server = createServer((req, res) => {
+  server = createServer((_req, res) => {
     state.fetches += 1
     res.writeHead(state.status, { 'content-type': 'application/json' })
     res.end(JSON.stringify(state.status === 200 ? state.keys : { error: 'down' }))
