@@ -6,8 +6,10 @@
  * Variables that go into the config: `PORT` (server.port); `GATEWAY_BOOTSTRAP_ADMIN_KEY`,
  * `GATEWAY_JWKS_URL` / `GATEWAY_JWKS` (one of them) and `GATEWAY_PUBLIC_URL` (the auth plugin's
  * `bootstrap`); `GATEWAY_PUBLIC_URL` again (admin-api's `publicUrl`, the base of invite links).
- * Variables read into `environment`: `MONGODB_URI`, `REDIS_URL`, `GATEWAY_PUBLIC_URL`,
- * `GATEWAY_DATA_DIR`, `GATEWAY_ALLOWED_CUSTOM_HOSTS`, `GATEWAY_LOG_LEVEL`.
+ * Variables read into `environment`: `MONGODB_URI`, `REDIS_URL` (`?cluster=true` selects Redis
+ * Cluster for the rate limiter), `GATEWAY_PUBLIC_URL`, `GATEWAY_DATA_DIR`,
+ * `GATEWAY_ALLOWED_CUSTOM_HOSTS`, `GATEWAY_LOG_LEVEL`, `GATEWAY_MASTER_KEY` (resolved by the
+ * composition root when a plugin needs the secret cipher).
  */
 import { readFileSync } from 'node:fs'
 import { ConfigError } from '../core/registry.js'
@@ -179,6 +181,7 @@ export function loadConfig(env: Environment, overlay?: unknown): LoadedConfig {
       logLevel: env.GATEWAY_LOG_LEVEL !== undefined && env.GATEWAY_LOG_LEVEL !== '' ? env.GATEWAY_LOG_LEVEL : 'info',
       mongodbUri,
       redisUrl,
+      masterKey: optional(env, 'GATEWAY_MASTER_KEY'),
       publicUrl: configuredPublicUrl ?? `http://localhost:${parsed.data.server.port}`,
     },
   }

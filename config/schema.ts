@@ -50,8 +50,19 @@ export interface GatewayEnvironment {
   readonly logLevel: string
   /** `MONGODB_URI`: the admin store runs on MongoDB when set, on the embedded DuckDB file otherwise. */
   readonly mongodbUri: string | null
-  /** `REDIS_URL`: change notifications go through Redis pub/sub when set, stay in process otherwise. */
+  /**
+   * `REDIS_URL`: change notifications go through Redis pub/sub and rate-limit buckets live in Redis
+   * when set; both stay in process otherwise. `?cluster=true` on the URL (e.g.
+   * `redis://10.0.0.1:6379?cluster=true`) makes the rate limiter use Redis Cluster with that node as
+   * the seed (its keys share a hash tag per workspace, so its one script per request runs there).
+   */
   readonly redisUrl: string | null
+  /**
+   * `GATEWAY_MASTER_KEY` (64 hex characters or base64 of 32 bytes; checked when first used): the key
+   * that encrypts virtual keys' provider credentials. Unset: the embedded store's
+   * `<dataDir>/master.key` file (created 0600 on first start); required with MongoDB.
+   */
+  readonly masterKey: string | null
   /**
    * `GATEWAY_PUBLIC_URL`: the base URL clients and browsers reach this gateway at (invite links),
    * without a trailing slash; `http://localhost:<port>` when unset.

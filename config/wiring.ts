@@ -7,29 +7,43 @@
  * arguments; they never see the container.
  *
  * The environment picks the production adapters: `MONGODB_URI` → MongoDB admin store (else the
- * embedded DuckDB file), `REDIS_URL` → Redis change notifier (else in process). Service names
- * carry the technology where there is a choice, so `/readyz` shows which adapter runs.
+ * embedded DuckDB file) and budget usage store, `REDIS_URL` → Redis change notifier, rate limiter
+ * and budget ledger (else in process).
+ * Service names carry the technology where there is a choice, so `/readyz` shows which adapter runs.
  */
 import 'reflect-metadata'
 import { join } from 'node:path'
 import { pino } from 'pino'
 import { container as rootContainer, instanceCachingFactory, type DependencyContainer } from 'tsyringe'
+import { AesGcmSecretCipher } from '../adapters/crypto/aes-gcm-secret-cipher.js'
+import { MasterKeyError, resolveMasterKey } from '../adapters/crypto/master-key.js'
 import { DuckDbAdminStore } from '../adapters/embedded/duckdb-admin-store.js'
 import { DuckDbDatabase } from '../adapters/embedded/duckdb-database.js'
 import { DuckDbLogSink } from '../adapters/embedded/duckdb-log-sink.js'
+import { DuckDbUsageStore } from '../adapters/embedded/duckdb-usage-store.js'
+import { InProcessBudgetLedger } from '../adapters/memory/in-process-budget-ledger.js'
 import { InProcessChangeNotifier } from '../adapters/memory/in-process-change-notifier.js'
+import { InProcessRateLimiter } from '../adapters/memory/in-process-rate-limiter.js'
 import { MongoAdminStore } from '../adapters/mongo/mongo-admin-store.js'
+import { MongoUsageStore } from '../adapters/mongo/mongo-usage-store.js'
 import { connectAddressPolicy, parseAllowList } from '../adapters/providers/custom-host-policy.js'
 import { TableProviderRegistry } from '../adapters/providers/provider-registry.js'
 import { UndiciUpstreamClient } from '../adapters/providers/upstream-client.js'
+import { RedisBudgetLedger } from '../adapters/redis/redis-budget-ledger.js'
 import { RedisChangeNotifier } from '../adapters/redis/redis-change-notifier.js'
+import { RedisRateLimiter } from '../adapters/redis/redis-rate-limiter.js'
+import { BudgetAccounts, BudgetLedger, PriceTable, UNTRACKED_BUDGETS, UsageStore } from '../core/budgets.js'
 import type { PipelineMember } from '../core/pipeline.js'
+import { RateLimiter } from '../core/rate-limits.js'
 import type { GatewayPlugin } from '../core/plugin.js'
-import { AdminStore, ChangeNotifier, Clock, LogSink, Logger, ProviderRegistry, UpstreamClient, type Service, type Token } from '../core/ports.js'
-import { resolvePlugins, type PluginResolution } from '../core/registry.js'
+import { AdminStore, ChangeNotifier, Clock, LogSink, Logger, ProviderRegistry, SecretCipher, UpstreamClient, type Service, type Token } from '../core/ports.js'
+import { ConfigError, resolvePlugins, type PluginResolution } from '../core/registry.js'
 import type { RouteGroup } from '../core/routes.js'
+import { BudgetBook } from '../plugins/budget/book.js'
+import type { BudgetConfig } from '../plugins/budget/config.js'
 import { PLUGIN_CATALOGUE } from '../plugins/index.js'
 import type { LoadedConfig } from './load.js'
+import { loadPriceTable } from './pricing.js'
 
 /** Everything boot needs, built but not started. */
 export interface Wiring {
@@ -52,8 +66,12 @@ const PORT_NAMES = new Map<symbol, string>([
   [AdminStore, 'admin-store'],
   [LogSink, 'log-sink'],
   [ChangeNotifier, 'change-notifier'],
+  [RateLimiter, 'rate-limiter'],
   [ProviderRegistry, 'provider-registry'],
   [UpstreamClient, 'upstream-client'],
+  [SecretCipher, 'secret-cipher'],
+  [BudgetAccounts, 'budget-accounts'],
+  [PriceTable, 'price-table'],
   [Clock, 'clock'],
   [Logger, 'logger'],
 ])
@@ -112,6 +130,13 @@ export function wire(loaded: LoadedConfig): Wiring {
       useFactory: serviceFactory('in-process-change-notifier', () => new InProcessChangeNotifier({ logger })),
     })
   }
+  if (redisUrl !== null) {
+    container.register(RateLimiter, {
+      useFactory: serviceFactory('redis-rate-limiter', () => new RedisRateLimiter({ url: redisUrl })),
+    })
+  } else {
+    container.register(RateLimiter, { useFactory: serviceFactory('in-process-rate-limiter', () => new InProcessRateLimiter()) })
+  }
   container.register(ProviderRegistry, {
     useFactory: instanceCachingFactory(() => new TableProviderRegistry({ allowedCustomHosts: environment.allowedCustomHosts })),
   })
@@ -120,6 +145,58 @@ export function wire(loaded: LoadedConfig): Wiring {
       'upstream-client',
       () => new UndiciUpstreamClient({ ...config.upstream, isAddressAllowed: connectAddressPolicy(parseAllowList(environment.allowedCustomHosts)) }),
     ),
+  })
+
+  // Budgets: ledger (Redis or in process), usage store (MongoDB or the DuckDB file), the book over
+  // them and the price table exist only while the budget plugin is enabled; otherwise the Admin
+  // API shows untracked budgets.
+  const budgetPlugin = resolution.enabled.find((entry) => entry.definition.name === 'budget')
+  if (budgetPlugin !== undefined) {
+    const budgetConfig = budgetPlugin.config as BudgetConfig
+    container.register(BudgetLedger, {
+      useFactory:
+        redisUrl !== null
+          ? serviceFactory<BudgetLedger>('redis-budget-ledger', () => new RedisBudgetLedger({ url: redisUrl, leaseMs: budgetConfig.reservationLeaseMs }))
+          : serviceFactory<BudgetLedger>('in-process-budget-ledger', () => new InProcessBudgetLedger()),
+    })
+    container.register(UsageStore, {
+      useFactory:
+        mongodbUri !== null
+          ? serviceFactory<UsageStore>('mongo-usage-store', () => new MongoUsageStore({ uri: mongodbUri }))
+          : serviceFactory<UsageStore>('embedded-usage-store', (c) => new DuckDbUsageStore(c.resolve<DuckDbDatabase>(DATABASE))),
+    })
+    container.register(BudgetAccounts, {
+      useFactory: serviceFactory(
+        'budget-book',
+        (c) =>
+          new BudgetBook({
+            ledger: c.resolve<BudgetLedger>(BudgetLedger),
+            store: c.resolve<UsageStore>(UsageStore),
+            notifier: c.resolve<ChangeNotifier>(ChangeNotifier),
+            clock: c.resolve<Clock>(Clock),
+            logger,
+            persistIntervalMs: budgetConfig.persistIntervalMs,
+          }),
+      ),
+    })
+    container.register(PriceTable, { useValue: loadPriceTable({ file: budgetConfig.pricingFile, overlay: budgetConfig.prices }) })
+  } else {
+    container.register(BudgetAccounts, { useValue: UNTRACKED_BUDGETS })
+  }
+
+  // The master key is resolved (and on a first embedded start, its key file created) only when an
+  // enabled plugin seals or opens provider credentials.
+  container.register(SecretCipher, {
+    useFactory: instanceCachingFactory(() => {
+      try {
+        const resolved = resolveMasterKey({ envValue: environment.masterKey, dataDir: environment.dataDir, embeddedStore: mongodbUri === null })
+        if (resolved.created) logger.warn({ path: resolved.source }, 'created the master key file that encrypts provider credentials: back it up, without it they cannot be opened')
+        return new AesGcmSecretCipher(resolved.key)
+      } catch (error) {
+        if (error instanceof MasterKeyError) throw new ConfigError(error.source, error.detail)
+        throw error
+      }
+    }),
   })
 
   const plugins: PipelineMember[] = []

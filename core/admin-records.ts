@@ -161,6 +161,45 @@ export interface ApiKeyRecord {
   readonly lastUpdatedAt: string
 }
 
+export type VirtualKeyStatus = 'active' | 'exhausted' | 'expired'
+
+/**
+ * A virtual key: a stored provider credential (API.md §5 "virtual keys"). Secrets are kept only in
+ * sealed form (`SecretCipher.seal`, AES-256-GCM under the master key); the store never sees them in
+ * clear.
+ */
+export interface VirtualKeyRecord {
+  readonly id: string
+  /** Unique per organisation, e.g. `main-258f4d`; accepted wherever an id is. */
+  readonly slug: string
+  readonly organisationId: string
+  /** Workspace UUID. */
+  readonly workspaceId: string
+  readonly name: string
+  readonly note: string | null
+  /** Provider slug from the registry. */
+  readonly provider: string
+  /** One or more sealed provider keys, used in turn (round robin); empty when the endpoint needs none. */
+  readonly sealedKeys: readonly string[]
+  /** Display form of the first provider key, e.g. `sk********xyz`; `null` without keys. */
+  readonly maskedKey: string | null
+  /** Self-hosted endpoint (checked against the custom-host policy when saved). */
+  readonly customHost: string | null
+  /** `model_config` (Azure resource/deployment/api-version, AWS region and keys, ...) as sealed JSON, or `null`. */
+  readonly sealedModelConfig: string | null
+  readonly rateLimits: readonly RateLimitRule[]
+  readonly usageLimits: UsageLimitRule | null
+  readonly status: VirtualKeyStatus
+  readonly expiresAt: string | null
+  readonly createdAt: string
+  readonly lastUpdatedAt: string
+}
+
+export interface VirtualKeyFilter {
+  /** Only virtual keys of this workspace (UUID). */
+  readonly workspaceId?: string
+}
+
 /** One audit log entry (API.md §5 "audit logs"). */
 export interface AuditEntry {
   readonly id: string

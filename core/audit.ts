@@ -9,8 +9,13 @@ import type { AuditEntry } from './admin-records.js'
 import type { RequestContext } from './context.js'
 import { maskSecret } from './secrets.js'
 
-/** Body field names whose values are credentials: `key`, `api_key`, `password`, `*_secret`, `*_token`, ... */
-const SECRET_FIELD = /^(key|api_?key|password|secret|token|authorization|credentials?)$|_(key|secret|token|password)$/i
+/**
+ * Body field names whose values are credentials: `key`, `keys` (a virtual key's provider keys),
+ * `api_key`, `password`, `*_secret`, `*_token`, ..., and their camelCase forms inside provider
+ * settings (`awsSecretAccessKey`, `apiKey`, `sessionToken`, `serviceAccountJson`).
+ */
+const SECRET_FIELD = /^(keys?|api_?keys?|password|secret|token|authorization|credentials?|service_?account_?json)$|_(keys?|secret|token|password)$/i
+const CAMEL_SECRET_FIELD = /[a-z0-9](Key|Keys|Secret|Token|Password|Credentials?|AccountJson)$/
 
 /** Gateway API key secrets, wherever they appear in a body (e.g. pasted into a description). */
 const GATEWAY_SECRET = /^gw-[A-Za-z0-9_-]{20,}$/
@@ -29,7 +34,8 @@ export function maskSecrets(value: unknown, depth = 0): unknown {
   if (value !== null && typeof value === 'object') {
     const masked: Record<string, unknown> = {}
     for (const [name, field] of Object.entries(value)) {
-      masked[name] = SECRET_FIELD.test(name) && field !== null ? maskValue(field) : maskSecrets(field, depth + 1)
+      const secret = SECRET_FIELD.test(name) || CAMEL_SECRET_FIELD.test(name)
+      masked[name] = secret && field !== null ? maskValue(field) : maskSecrets(field, depth + 1)
     }
     return masked
   }

@@ -5,7 +5,10 @@
  * later, so V8 keeps one hidden class for every request. Each slot names its single writer; a
  * plugin that needs per-request state gets a declared slot here, never an ad-hoc property.
  */
+import type { RateLimitRule, UsageLimitRule } from './admin-records.js'
+import type { BudgetHold } from './budgets.js'
 import type { GatewayError } from './errors.js'
+import type { RateLimitHold } from './rate-limits.js'
 import type { HttpMethod, RouteSpec } from './routes.js'
 
 /** Types of API key (API.md §1). */
@@ -28,6 +31,34 @@ export interface Principal {
    * to the gateway and must not be forwarded to a provider.
    */
   readonly credentialHeader: 'x-gateway-api-key' | 'authorization'
+  /**
+   * The entities whose rate limits and budgets apply to this caller's requests, in check order:
+   * the API key (absent for JWTs), then its workspace (absent for Admin API keys).
+   */
+  readonly limitSubjects: readonly LimitSubject[]
+}
+
+/** An entity with limits (API.md §6): an API key, a workspace or a virtual key. */
+export interface LimitSubject {
+  readonly kind: 'api-key' | 'workspace' | 'virtual-key'
+  /** UUID of the entity. */
+  readonly id: string
+  /** How error messages name it, never revealing a secret (e.g. `workspace ws-team-3f9a1c`, `API key gw********abc`). */
+  readonly label: string
+  readonly rateLimits: readonly RateLimitRule[]
+  readonly usageLimits: readonly UsageLimitRule[]
+}
+
+/** The provider credential a virtual key resolved to (decrypted; never logged). */
+export interface ProviderCredential {
+  /** Provider slug from the registry. */
+  readonly provider: string
+  /** The provider API key, or `null` when the endpoint needs none. */
+  readonly apiKey: string | null
+  /** A self-hosted endpoint, already checked against the custom-host policy when it was saved. */
+  readonly customHost: string | null
+  /** Provider extras (Azure resource/deployment/api-version, AWS region, ...). */
+  readonly modelConfig: Readonly<Record<string, unknown>> | null
 }
 
 /** The provider endpoint a request is sent to. */
@@ -172,6 +203,16 @@ export class RequestContext {
    * change, in one transaction) and which workspace and resource it touched. written by: admin-api
    */
   adminAction: AdminActionNote | null = null
+  /** The provider and credential chosen by `x-gateway-virtual-key`; forward uses it instead of the headers. written by: virtual-key */
+  credential: ProviderCredential | null = null
+  /** The virtual key's limits, checked with the principal's. written by: virtual-key */
+  virtualKey: LimitSubject | null = null
+  /** What the rate limiter took before forwarding, charged with the real usage after. written by: rate-limit */
+  rateLimitHold: RateLimitHold | null = null
+  /** The budget reserved before forwarding, settled with the real cost after. written by: budget */
+  budgetHold: BudgetHold | null = null
+  /** Cost of the request in USD from the price table (`null` when unknown). written by: budget (onLog) */
+  costUsd: number | null = null
 
   constructor(init: {
     requestId: string

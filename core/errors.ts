@@ -52,7 +52,7 @@ function defineError(
   return Object.freeze({ code, status, type, adminCode, message })
 }
 
-/** The catalogue. Keys equal their `code`; areas: CONFIG, REQ, AUTH, SCOPE, ADMIN, UPSTREAM, INTERNAL. */
+/** The catalogue. Keys equal their `code`; areas: CONFIG, REQ, AUTH, SCOPE, VIRTUAL_KEY, ADMIN, UPSTREAM, INTERNAL. */
 export const ERRORS = {
   // Request shape
   GW_REQ_MALFORMED_JSON: defineError('GW_REQ_MALFORMED_JSON', 400, 'invalid_request_error', 'AB01', 'The request body is not valid JSON'),
@@ -75,6 +75,10 @@ export const ERRORS = {
   GW_SCOPE_MISSING: defineError('GW_SCOPE_MISSING', 403, 'permission_error', 'AB03', 'You do not have enough permissions to execute this request'),
   GW_SCOPE_ADMIN_KEY_ON_DATA_PLANE: defineError('GW_SCOPE_ADMIN_KEY_ON_DATA_PLANE', 403, 'permission_error', 'AB03', 'Admin API keys cannot make data-plane requests: use a workspace API key'),
   GW_SCOPE_ADMIN_KEY_REQUIRED: defineError('GW_SCOPE_ADMIN_KEY_REQUIRED', 403, 'permission_error', 'AB03', 'This operation needs an Admin API key'),
+  // Virtual keys (x-gateway-virtual-key)
+  GW_VIRTUAL_KEY_NOT_FOUND: defineError('GW_VIRTUAL_KEY_NOT_FOUND', 404, 'not_found_error', 'AB08', 'Virtual key not found'),
+  GW_VIRTUAL_KEY_EXPIRED: defineError('GW_VIRTUAL_KEY_EXPIRED', 401, 'authentication_error', 'AB05', 'The virtual key has expired'),
+  GW_VIRTUAL_KEY_UNAVAILABLE: defineError('GW_VIRTUAL_KEY_UNAVAILABLE', 503, 'service_unavailable_error', 'AB04', 'Virtual keys are temporarily unavailable'),
   // Admin API
   GW_ADMIN_VALIDATION: defineError('GW_ADMIN_VALIDATION', 400, 'invalid_request_error', 'AB01', 'Validation failed'),
   GW_ADMIN_NOT_FOUND: defineError('GW_ADMIN_NOT_FOUND', 404, 'not_found_error', 'AB08', 'Resource not found'),
@@ -83,6 +87,12 @@ export const ERRORS = {
   GW_ADMIN_STALE: defineError('GW_ADMIN_STALE', 409, 'conflict_error', 'AB07', 'The resource was changed by another request: read it again and retry'),
   GW_ADMIN_GONE: defineError('GW_ADMIN_GONE', 410, 'gone_error', 'AB08', 'This invite can no longer be used'),
   GW_ADMIN_CONFLICT: defineError('GW_ADMIN_CONFLICT', 409, 'conflict_error', 'AB07', 'The resource already exists'),
+  // Rate limits (the message names the entity, masked; 429 carries Retry-After)
+  GW_RATE_LIMITED: defineError('GW_RATE_LIMITED', 429, 'rate_limit_error', 'AB06', 'Rate limit exceeded'),
+  GW_RATE_LIMIT_UNAVAILABLE: defineError('GW_RATE_LIMIT_UNAVAILABLE', 503, 'service_unavailable_error', 'AB04', 'Rate limits cannot be checked right now'),
+  // Budgets (data plane only; AB06, the closest control-plane code, is never sent)
+  GW_BUDGET_EXHAUSTED: defineError('GW_BUDGET_EXHAUSTED', 412, 'budget_exceeded_error', 'AB06', 'Usage limit exceeded'),
+  GW_BUDGET_UNAVAILABLE: defineError('GW_BUDGET_UNAVAILABLE', 503, 'service_unavailable_error', 'AB04', 'Budgets cannot be checked right now'),
   // Upstream
   GW_UPSTREAM_UNREACHABLE: defineError('GW_UPSTREAM_UNREACHABLE', 502, 'upstream_error', 'AB04', 'The provider could not be reached'),
   GW_UPSTREAM_TIMEOUT: defineError('GW_UPSTREAM_TIMEOUT', 504, 'timeout_error', 'AB04', 'The provider did not answer in time'),

@@ -21,6 +21,8 @@ import type {
   Paged,
   UserFilter,
   UserRecord,
+  VirtualKeyFilter,
+  VirtualKeyRecord,
   WorkspaceDependants,
   WorkspaceFilter,
   WorkspaceMemberRecord,
@@ -84,8 +86,8 @@ export interface AdminWriter {
   insertWorkspace(workspace: WorkspaceRecord): Promise<void>
   updateWorkspace(workspace: WorkspaceRecord, expectedLastUpdatedAt: string): Promise<boolean>
   /**
-   * Deletes the workspace with its memberships and every dependant (API keys, and the virtual keys
-   * and configs of later issues). Returns the deleted API keys (their caches must be evicted).
+   * Deletes the workspace with its memberships and every dependant (API keys, virtual keys, and the
+   * configs of a later issue). Returns the deleted API keys (their caches must be evicted).
    */
   deleteWorkspace(organisationId: string, workspaceId: string): Promise<readonly ApiKeyRecord[]>
 
@@ -103,10 +105,17 @@ export interface AdminWriter {
   updateApiKey(key: ApiKeyRecord, expectedLastUpdatedAt: string): Promise<boolean>
   /** Returns the deleted key, or `null` when there was none. */
   deleteApiKey(organisationId: string, keyId: string): Promise<ApiKeyRecord | null>
+
+  /** A slug already used in the organisation is a conflict on `slug`. */
+  insertVirtualKey(key: VirtualKeyRecord): Promise<void>
+  updateVirtualKey(key: VirtualKeyRecord, expectedLastUpdatedAt: string): Promise<boolean>
+  /** Returns the deleted virtual key, or `null` when there was none. */
+  deleteVirtualKey(organisationId: string, virtualKeyId: string): Promise<VirtualKeyRecord | null>
 }
 
 /**
- * Organisations, users, workspaces, members, invites, API keys and the audit log (API.md §5).
+ * Organisations, users, workspaces, members, invites, API keys, virtual keys and the audit log
+ * (API.md §5).
  * Every read is scoped by organisation. Writes go through `write`, which stores the action's audit
  * entry in the same transaction: an admin action and its audit entry succeed or fail together.
  * A store that cannot be reached rejects with an error that is not a `GatewayError` (callers fail
@@ -159,8 +168,30 @@ export interface AdminStore extends Service {
   findApiKey(organisationId: string, keyId: string): Promise<ApiKeyRecord | null>
   /** Ordered by `createdAt`, then id. */
   listApiKeys(organisationId: string, filter: ApiKeyFilter, page: PageRequest): Promise<Paged<ApiKeyRecord>>
+
+  /** Finds a virtual key of the organisation by UUID or slug (an id match wins). */
+  findVirtualKey(organisationId: string, idOrSlug: string): Promise<VirtualKeyRecord | null>
+  /** Ordered by `createdAt`, then id. */
+  listVirtualKeys(organisationId: string, filter: VirtualKeyFilter, page: PageRequest): Promise<Paged<VirtualKeyRecord>>
+  /** Any one sealed secret of any organisation, or `null` when none is stored (boot checks the master key with it). */
+  sampleSealedSecret(): Promise<string | null>
 }
 export const AdminStore = token<AdminStore>('AdminStore')
+
+// ---------------------------------------------------------------------------------------------
+// Secrets at rest
+
+/**
+ * Seals provider credentials with the master key (AES-256-GCM; `GATEWAY_MASTER_KEY`, or a 0600 key
+ * file made on the first embedded start). Sealed text names the key it was sealed with, so `open`
+ * under another master key throws instead of returning garbage. Never log either side.
+ */
+export interface SecretCipher {
+  seal(plaintext: string): string
+  /** Throws when the text was sealed under another key or was tampered with. */
+  open(sealed: string): string
+}
+export const SecretCipher = token<SecretCipher>('SecretCipher')
 
 // ---------------------------------------------------------------------------------------------
 // Request logs
@@ -323,10 +354,15 @@ export const ChangeNotifier = token<ChangeNotifier>('ChangeNotifier')
 /**
  * Channels in use. `apiKeys` messages are a key hash; `organisations` messages are an
  * organisation id (its JWT settings changed); `workspaces` messages are a workspace UUID (renamed,
- * limits changed or deleted). On every channel the message `*` means "drop everything cached" (sent
+ * limits changed or deleted); `virtualKeys` messages are a virtual key UUID. On every channel the message `*` means "drop everything cached" (sent
  * e.g. after a notifier reconnects, when messages may have been missed).
  */
-export const CHANGE_CHANNELS = { apiKeys: 'api-keys', organisations: 'organisations', workspaces: 'workspaces' } as const
+export const CHANGE_CHANNELS = {
+  apiKeys: 'api-keys',
+  organisations: 'organisations',
+  workspaces: 'workspaces',
+  virtualKeys: 'virtual-keys',
+} as const
 
 // ---------------------------------------------------------------------------------------------
 // Clock

@@ -211,6 +211,12 @@ export const ADMIN_ROUTES: readonly RouteSpec[] = [
     audit: 'api_key.rotate:apiKeyId',
   }),
 
+  adminRoute('virtual-keys.create', 'POST', '/v1/virtual-keys', ['virtual_keys.create'], { audit: 'virtual_key.create' }),
+  adminRoute('virtual-keys.list', 'GET', '/v1/virtual-keys', ['virtual_keys.list']),
+  adminRoute('virtual-keys.get', 'GET', '/v1/virtual-keys/:virtualKeyId', ['virtual_keys.read']),
+  adminRoute('virtual-keys.update', 'PUT', '/v1/virtual-keys/:virtualKeyId', ['virtual_keys.update'], { audit: 'virtual_key.update:virtualKeyId' }),
+  adminRoute('virtual-keys.delete', 'DELETE', '/v1/virtual-keys/:virtualKeyId', ['virtual_keys.delete'], { audit: 'virtual_key.delete:virtualKeyId' }),
+
   adminRoute('audit-logs.list', 'GET', '/v1/audit-logs', ['audit_logs.list'], ADMIN_ONLY),
   adminRoute('openapi.get', 'GET', '/v1/openapi.json', [], { public: true }),
 ]

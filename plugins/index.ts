@@ -6,15 +6,21 @@ import type { PluginDefinition } from '../core/plugin.js'
 import { adminApi } from './admin-api/index.js'
 import { audit } from './audit/index.js'
 import { auth } from './auth/index.js'
+import { budget } from './budget/index.js'
 import { forward } from './forward/index.js'
 import { log } from './log/index.js'
+import { rateLimit } from './rate-limit/index.js'
 import { scopeCheck } from './scope-check/index.js'
+import { virtualKey } from './virtual-key/index.js'
 
 export const PLUGIN_CATALOGUE: readonly PluginDefinition[] = [
   auth,
   scopeCheck,
+  virtualKey,
   forward,
   log,
+  rateLimit,
+  budget,
   adminApi,
   audit,
 ] as readonly PluginDefinition[]

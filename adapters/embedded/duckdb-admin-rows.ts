@@ -22,6 +22,8 @@ import type {
   RequestDefaults,
   UsageLimitRule,
   UserRecord,
+  VirtualKeyRecord,
+  VirtualKeyStatus,
   WorkspaceMemberRecord,
   WorkspaceRecord,
   WorkspaceRole,
@@ -155,6 +157,28 @@ export function apiKeyRow(key: ApiKeyRecord): AdminRow {
   }
 }
 
+export function virtualKeyRow(key: VirtualKeyRecord): AdminRow {
+  return {
+    id: key.id,
+    slug: key.slug,
+    organisation_id: key.organisationId,
+    workspace_id: key.workspaceId,
+    name: key.name,
+    note: key.note,
+    provider: key.provider,
+    sealed_keys: key.sealedKeys,
+    masked_key: key.maskedKey,
+    custom_host: key.customHost,
+    sealed_model_config: key.sealedModelConfig,
+    rate_limits: json(key.rateLimits),
+    usage_limits: optionalJson(key.usageLimits),
+    status: key.status,
+    expires_at: optionalTimestamp(key.expiresAt, 'expiresAt'),
+    created_at: timestamp(key.createdAt, 'createdAt'),
+    last_updated_at: timestamp(key.lastUpdatedAt, 'lastUpdatedAt'),
+  }
+}
+
 export function auditRow(entry: AuditEntry): AdminRow {
   if (!Number.isInteger(entry.responseStatusCode)) {
     throw gatewayError(ERRORS.GW_ADMIN_VALIDATION, 'responseStatusCode is not an integer', { param: 'responseStatusCode' })
@@ -201,6 +225,10 @@ export const COLUMNS = {
     'id', 'key_hash', 'masked_key', 'name', 'description', 'type', 'organisation_id', 'workspace_id', 'user_id', 'scopes',
     'status', 'expires_at', 'creation_mode', 'rate_limits', 'usage_limits', 'defaults', 'alert_emails', 'previous_key_hash',
     'previous_key_expires_at', 'last_rotated_at', 'created_at', 'last_updated_at',
+  ],
+  virtual_keys: [
+    'id', 'slug', 'organisation_id', 'workspace_id', 'name', 'note', 'provider', 'sealed_keys', 'masked_key', 'custom_host',
+    'sealed_model_config', 'rate_limits', 'usage_limits', 'status', 'expires_at', 'created_at', 'last_updated_at',
   ],
   audit_log: [
     'id', 'timestamp', 'organisation_id', 'workspace_id', 'user_id', 'user_type', 'method', 'uri', 'request_id',
@@ -388,6 +416,29 @@ export function toApiKey(row: SqlRow, prefix = ''): ApiKeyRecord {
     previousKeyHash: read.optionalText('previous_key_hash'),
     previousKeyExpiresAt: read.optionalIso('previous_key_expires_at'),
     lastRotatedAt: read.optionalIso('last_rotated_at'),
+    createdAt: read.iso('created_at'),
+    lastUpdatedAt: read.iso('last_updated_at'),
+  }
+}
+
+export function toVirtualKey(row: SqlRow, prefix = ''): VirtualKeyRecord {
+  const read = new RowReader(row, prefix)
+  return {
+    id: read.text('id'),
+    slug: read.text('slug'),
+    organisationId: read.text('organisation_id'),
+    workspaceId: read.text('workspace_id'),
+    name: read.text('name'),
+    note: read.optionalText('note'),
+    provider: read.text('provider'),
+    sealedKeys: read.textList('sealed_keys'),
+    maskedKey: read.optionalText('masked_key'),
+    customHost: read.optionalText('custom_host'),
+    sealedModelConfig: read.optionalText('sealed_model_config'),
+    rateLimits: read.jsonList<RateLimitRule>('rate_limits'),
+    usageLimits: read.optionalJsonObject<UsageLimitRule>('usage_limits'),
+    status: read.text('status') as VirtualKeyStatus,
+    expiresAt: read.optionalIso('expires_at'),
     createdAt: read.iso('created_at'),
     lastUpdatedAt: read.iso('last_updated_at'),
   }

@@ -35,6 +35,8 @@ import type {
   Paged,
   UserFilter,
   UserRecord,
+  VirtualKeyFilter,
+  VirtualKeyRecord,
   WorkspaceDependants,
   WorkspaceFilter,
   WorkspaceMemberRecord,
@@ -54,6 +56,7 @@ import {
   toMember,
   toOrganisation,
   toUser,
+  toVirtualKey,
   toWorkspace,
   userRow,
   workspaceRow,
@@ -95,6 +98,7 @@ const USER_COLUMNS = selectList('users')
 const WORKSPACE_COLUMNS = selectList('workspaces')
 const INVITE_COLUMNS = selectList('invites')
 const API_KEY_COLUMNS = selectList('api_keys')
+const VIRTUAL_KEY_COLUMNS = selectList('virtual_keys')
 const AUDIT_COLUMNS = selectList('audit_log')
 /** A membership row joined with its user; user columns carry the `u_` prefix. */
 const MEMBER_WITH_USER = `SELECT ${selectList('workspace_members', 'm')}, ${selectList('users', 'u', 'u_')}
@@ -289,12 +293,15 @@ export class DuckDbAdminStore implements AdminStore {
   }
 
   async workspaceDependants(organisationId: string, workspaceId: string): Promise<WorkspaceDependants> {
-    const rows = await this.#reads().query('SELECT count(*) AS n FROM api_keys WHERE organisation_id = $1 AND workspace_id = $2', [
-      organisationId,
-      workspaceId,
-    ])
-    // Virtual keys and configs are counted once later issues add their tables.
-    return { apiKeys: Number(rows[0]?.n ?? 0), virtualKeys: 0, configs: 0 }
+    // One statement, so both counts come from the same snapshot.
+    const rows = await this.#reads().query(
+      `SELECT
+         (SELECT count(*) FROM api_keys WHERE organisation_id = $1 AND workspace_id = $2) AS api_keys,
+         (SELECT count(*) FROM virtual_keys WHERE organisation_id = $1 AND workspace_id = $2) AS virtual_keys`,
+      [organisationId, workspaceId],
+    )
+    // Configs are counted once a later issue adds their table.
+    return { apiKeys: Number(rows[0]?.api_keys ?? 0), virtualKeys: Number(rows[0]?.virtual_keys ?? 0), configs: 0 }
   }
 
   // -------------------------------------------------------------------------------------------
@@ -381,6 +388,41 @@ export class DuckDbAdminStore implements AdminStore {
     if (filter.workspaceId !== undefined) query.where(`workspace_id = ${query.param(filter.workspaceId)}`)
     if (filter.types !== undefined) query.where(`list_contains(${query.param(filter.types)}, type)`)
     return this.#page(query, `SELECT ${API_KEY_COLUMNS} FROM api_keys`, 'created_at, id', page, (row) => toApiKey(row))
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Virtual keys
+
+  async findVirtualKey(organisationId: string, idOrSlug: string): Promise<VirtualKeyRecord | null> {
+    // An id match wins over a slug match should a slug ever equal another virtual key's id.
+    const rows = await this.#reads().query(
+      `SELECT ${VIRTUAL_KEY_COLUMNS} FROM virtual_keys
+       WHERE organisation_id = $1 AND (id = $2 OR slug = $2)
+       ORDER BY (id = $2) DESC
+       LIMIT 1`,
+      [organisationId, idOrSlug],
+    )
+    return first(rows, (row) => toVirtualKey(row))
+  }
+
+  async listVirtualKeys(organisationId: string, filter: VirtualKeyFilter, page: PageRequest): Promise<Paged<VirtualKeyRecord>> {
+    const query = new Query()
+    query.where(`organisation_id = ${query.param(organisationId)}`)
+    if (filter.workspaceId !== undefined) query.where(`workspace_id = ${query.param(filter.workspaceId)}`)
+    return this.#page(query, `SELECT ${VIRTUAL_KEY_COLUMNS} FROM virtual_keys`, 'created_at, id', page, (row) => toVirtualKey(row))
+  }
+
+  async sampleSealedSecret(): Promise<string | null> {
+    // `sealed_keys[1]` is NULL for an empty list (DuckDB lists are 1-based); the oldest key is picked
+    // so the answer is stable across calls.
+    const rows = await this.#reads().query(
+      `SELECT coalesce(sealed_keys[1], sealed_model_config) AS secret FROM virtual_keys
+       WHERE coalesce(sealed_keys[1], sealed_model_config) IS NOT NULL
+       ORDER BY created_at, id
+       LIMIT 1`,
+    )
+    const secret = rows[0]?.secret
+    return typeof secret === 'string' ? secret : null
   }
 
   // -------------------------------------------------------------------------------------------

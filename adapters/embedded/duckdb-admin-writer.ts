@@ -19,6 +19,7 @@ import type {
   InviteState,
   OrganisationRecord,
   UserRecord,
+  VirtualKeyRecord,
   WorkspaceMemberRecord,
   WorkspaceRecord,
 } from '../../core/ports.js'
@@ -33,7 +34,9 @@ import {
   selectList,
   timestamp,
   toApiKey,
+  toVirtualKey,
   userRow,
+  virtualKeyRow,
   workspaceRow,
 } from './duckdb-admin-rows.js'
 import { ADMIN_TABLES, type AdminTableName, type TableSpec } from './duckdb-schema.js'
@@ -101,6 +104,7 @@ async function updateRow(executor: DuckDbExecutor, tableName: AdminTableName, ro
 }
 
 const API_KEY_COLUMNS = selectList('api_keys')
+const VIRTUAL_KEY_COLUMNS = selectList('virtual_keys')
 
 /** The target of an optimistic update of a record scoped by organisation and versioned by `lastUpdatedAt`. */
 function versioned(expectedLastUpdatedAt: string, identity: readonly string[] = ['id', 'organisation_id']): UpdateTarget {
@@ -176,12 +180,13 @@ export class DuckDbAdminWriter implements AdminWriter {
   }
 
   async deleteWorkspace(organisationId: string, workspaceId: string): Promise<readonly ApiKeyRecord[]> {
-    // Virtual keys and configs join this cascade when later issues add their tables.
+    // Configs join this cascade when a later issue adds their table.
     return this.#serialise(async (tx) => {
       const keys = await tx.query(
         `DELETE FROM api_keys WHERE organisation_id = $1 AND workspace_id = $2 RETURNING ${API_KEY_COLUMNS}`,
         [organisationId, workspaceId],
       )
+      await tx.run('DELETE FROM virtual_keys WHERE organisation_id = $1 AND workspace_id = $2', [organisationId, workspaceId])
       await tx.run('DELETE FROM workspace_members WHERE organisation_id = $1 AND workspace_id = $2', [organisationId, workspaceId])
       await tx.run('DELETE FROM workspaces WHERE organisation_id = $1 AND id = $2', [organisationId, workspaceId])
       return byCreation(keys.map((key) => toApiKey(key)))
@@ -238,6 +243,27 @@ export class DuckDbAdminWriter implements AdminWriter {
         keyId,
       ])
       return rows[0] === undefined ? null : toApiKey(rows[0])
+    })
+  }
+
+  async insertVirtualKey(key: VirtualKeyRecord): Promise<void> {
+    const row = virtualKeyRow(key)
+    return this.#serialise((tx) => insertRow(tx, 'virtual_keys', row))
+  }
+
+  async updateVirtualKey(key: VirtualKeyRecord, expectedLastUpdatedAt: string): Promise<boolean> {
+    const row = virtualKeyRow(key)
+    const target = versioned(expectedLastUpdatedAt)
+    return this.#serialise((tx) => updateRow(tx, 'virtual_keys', row, target))
+  }
+
+  async deleteVirtualKey(organisationId: string, virtualKeyId: string): Promise<VirtualKeyRecord | null> {
+    return this.#serialise(async (tx) => {
+      const rows = await tx.query(
+        `DELETE FROM virtual_keys WHERE organisation_id = $1 AND id = $2 RETURNING ${VIRTUAL_KEY_COLUMNS}`,
+        [organisationId, virtualKeyId],
+      )
+      return rows[0] === undefined ? null : toVirtualKey(rows[0])
     })
   }
 

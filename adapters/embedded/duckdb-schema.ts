@@ -162,6 +162,36 @@ export const ADMIN_TABLES = [
     ],
   },
   {
+    name: 'virtual_keys',
+    entity: 'virtual key',
+    // Provider secrets only in sealed form: `sealed_keys` in round-robin order, `sealed_model_config`
+    // the sealed JSON of the provider settings.
+    ddl: `CREATE TABLE IF NOT EXISTS virtual_keys (
+      id VARCHAR PRIMARY KEY,
+      slug VARCHAR NOT NULL,
+      organisation_id VARCHAR NOT NULL,
+      workspace_id VARCHAR NOT NULL,
+      name VARCHAR NOT NULL,
+      note VARCHAR,
+      provider VARCHAR NOT NULL,
+      sealed_keys VARCHAR[] NOT NULL,
+      masked_key VARCHAR,
+      custom_host VARCHAR,
+      sealed_model_config VARCHAR,
+      rate_limits VARCHAR NOT NULL,
+      usage_limits VARCHAR,
+      status VARCHAR NOT NULL,
+      expires_at TIMESTAMP,
+      created_at TIMESTAMP NOT NULL,
+      last_updated_at TIMESTAMP NOT NULL,
+      UNIQUE (organisation_id, slug)
+    )`,
+    uniqueKeys: [
+      { columns: ['id'], field: 'id', message: 'A virtual key with this id already exists' },
+      { columns: ['organisation_id', 'slug'], field: 'slug', message: 'A virtual key with this slug already exists in the organisation' },
+    ],
+  },
+  {
     name: 'audit_log',
     entity: 'audit entry',
     ddl: `CREATE TABLE IF NOT EXISTS audit_log (

@@ -17,6 +17,7 @@ export const ADMIN_COLLECTIONS = {
   members: 'workspace_members',
   invites: 'invites',
   apiKeys: 'api_keys',
+  virtualKeys: 'virtual_keys',
   audit: 'audit_entries',
 } as const
 
@@ -144,6 +145,27 @@ export interface ApiKeyDocument {
   last_updated_at: Date
 }
 
+export interface VirtualKeyDocument {
+  _id: string
+  slug: string
+  organisation_id: string
+  workspace_id: string
+  name: string
+  note: string | null
+  provider: string
+  /** Sealed provider keys, in round-robin order. */
+  sealed_keys: string[]
+  masked_key: string | null
+  custom_host: string | null
+  sealed_model_config: string | null
+  rate_limits: RateLimitDocument[]
+  usage_limits: UsageLimitDocument | null
+  status: 'active' | 'exhausted' | 'expired'
+  expires_at: Date | null
+  created_at: Date
+  last_updated_at: Date
+}
+
 export interface AuditDocument {
   _id: string
   timestamp: Date
@@ -171,6 +193,7 @@ export interface AdminCollections {
   readonly members: Collection<MemberDocument>
   readonly invites: Collection<InviteDocument>
   readonly apiKeys: Collection<ApiKeyDocument>
+  readonly virtualKeys: Collection<VirtualKeyDocument>
   readonly audit: Collection<AuditDocument>
 }
 
@@ -182,6 +205,7 @@ export function adminCollections(db: Db): AdminCollections {
     members: db.collection<MemberDocument>(ADMIN_COLLECTIONS.members),
     invites: db.collection<InviteDocument>(ADMIN_COLLECTIONS.invites),
     apiKeys: db.collection<ApiKeyDocument>(ADMIN_COLLECTIONS.apiKeys),
+    virtualKeys: db.collection<VirtualKeyDocument>(ADMIN_COLLECTIONS.virtualKeys),
     audit: db.collection<AuditDocument>(ADMIN_COLLECTIONS.audit),
   }
 }
@@ -285,6 +309,21 @@ export const ADMIN_COLLECTION_SPECS: readonly AdminCollectionSpec[] = [
       // Cascades and dependant counts of a workspace or a user.
       { name: 'workspace_id_1', key: { workspace_id: 1 } },
       { name: 'user_id_1', key: { user_id: 1 } },
+    ],
+  },
+  {
+    role: 'virtualKeys',
+    entity: 'virtual key',
+    indexes: [
+      {
+        name: 'organisation_id_1_slug_1',
+        key: { organisation_id: 1, slug: 1 },
+        unique: true,
+        conflict: { param: 'slug', message: 'A virtual key with this slug already exists in the organisation' },
+      },
+      { name: 'organisation_id_1_created_at_1__id_1', key: { organisation_id: 1, created_at: 1, _id: 1 } },
+      // Cascades and dependant counts of a workspace.
+      { name: 'workspace_id_1', key: { workspace_id: 1 } },
     ],
   },
   {

@@ -13,6 +13,7 @@ import type {
   RequestDefaults,
   UsageLimitRule,
   UserRecord,
+  VirtualKeyRecord,
   WorkspaceMemberRecord,
   WorkspaceMemberWithUser,
   WorkspaceRecord,
@@ -28,6 +29,7 @@ import type {
   RequestDefaultsDocument,
   UsageLimitDocument,
   UserDocument,
+  VirtualKeyDocument,
   WorkspaceDocument,
 } from './mongo-admin-collections.js'
 
@@ -305,6 +307,50 @@ export function apiKeyFromDocument(document: ApiKeyDocument): ApiKeyRecord {
     previousKeyHash: document.previous_key_hash ?? null,
     previousKeyExpiresAt: optionalIso(document.previous_key_expires_at, 'previous_key_expires_at'),
     lastRotatedAt: optionalIso(document.last_rotated_at, 'last_rotated_at'),
+    createdAt: iso(document.created_at, 'created_at'),
+    lastUpdatedAt: iso(document.last_updated_at, 'last_updated_at'),
+  }
+}
+
+export function virtualKeyToDocument(key: VirtualKeyRecord): VirtualKeyDocument {
+  return {
+    _id: key.id,
+    slug: key.slug,
+    organisation_id: key.organisationId,
+    workspace_id: key.workspaceId,
+    name: key.name,
+    note: key.note,
+    provider: key.provider,
+    sealed_keys: [...key.sealedKeys],
+    masked_key: key.maskedKey,
+    custom_host: key.customHost,
+    sealed_model_config: key.sealedModelConfig,
+    rate_limits: rateLimitsToDocuments(key.rateLimits),
+    usage_limits: key.usageLimits === null ? null : usageLimitToDocument(key.usageLimits),
+    status: key.status,
+    expires_at: toOptionalDate(key.expiresAt, 'expiresAt'),
+    created_at: toDate(key.createdAt, 'createdAt'),
+    last_updated_at: toDate(key.lastUpdatedAt, 'lastUpdatedAt'),
+  }
+}
+
+export function virtualKeyFromDocument(document: VirtualKeyDocument): VirtualKeyRecord {
+  return {
+    id: document._id,
+    slug: document.slug,
+    organisationId: document.organisation_id,
+    workspaceId: document.workspace_id,
+    name: document.name,
+    note: document.note,
+    provider: document.provider,
+    sealedKeys: document.sealed_keys,
+    maskedKey: document.masked_key,
+    customHost: document.custom_host,
+    sealedModelConfig: document.sealed_model_config,
+    rateLimits: rateLimitsFromDocuments(document.rate_limits),
+    usageLimits: document.usage_limits === null ? null : usageLimitFromDocument(document.usage_limits),
+    status: document.status,
+    expiresAt: optionalIso(document.expires_at, 'expires_at'),
     createdAt: iso(document.created_at, 'created_at'),
     lastUpdatedAt: iso(document.last_updated_at, 'last_updated_at'),
   }

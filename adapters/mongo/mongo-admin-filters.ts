@@ -4,13 +4,14 @@
  * `$regex` through `escapeRegex`.
  */
 import type { Filter } from 'mongodb'
-import type { ApiKeyFilter, AuditFilter, InviteFilter, UserFilter, WorkspaceFilter } from '../../core/ports.js'
+import type { ApiKeyFilter, AuditFilter, InviteFilter, UserFilter, VirtualKeyFilter, WorkspaceFilter } from '../../core/ports.js'
 import type {
   ApiKeyDocument,
   AuditDocument,
   InviteDocument,
   MemberDocument,
   UserDocument,
+  VirtualKeyDocument,
   WorkspaceDocument,
 } from './mongo-admin-collections.js'
 import { toDate } from './mongo-admin-documents.js'
@@ -83,6 +84,13 @@ export function apiKeyQuery(organisationId: string, filter: ApiKeyFilter): Filte
     organisation_id: organisationId,
     ...(filter.workspaceId === undefined ? {} : { workspace_id: filter.workspaceId }),
     ...(filter.types === undefined ? {} : { type: { $in: [...filter.types] } }),
+  }
+}
+
+export function virtualKeyQuery(organisationId: string, filter: VirtualKeyFilter): Filter<VirtualKeyDocument> {
+  return {
+    organisation_id: organisationId,
+    ...(filter.workspaceId === undefined ? {} : { workspace_id: filter.workspaceId }),
   }
 }
 

@@ -47,6 +47,8 @@ import type {
   Paged,
   UserFilter,
   UserRecord,
+  VirtualKeyFilter,
+  VirtualKeyRecord,
   WorkspaceDependants,
   WorkspaceFilter,
   WorkspaceMemberRecord,
@@ -73,10 +75,19 @@ import {
   organisationToDocument,
   userFromDocument,
   userToDocument,
+  virtualKeyFromDocument,
   workspaceFromDocument,
   workspaceToDocument,
 } from './mongo-admin-documents.js'
-import { apiKeyQuery, auditQuery, inviteQuery, memberQuery, userQuery, workspaceQuery } from './mongo-admin-filters.js'
+import {
+  apiKeyQuery,
+  auditQuery,
+  inviteQuery,
+  memberQuery,
+  userQuery,
+  virtualKeyQuery,
+  workspaceQuery,
+} from './mongo-admin-filters.js'
 import { MongoAdminWriter } from './mongo-admin-writer.js'
 import { withConflicts } from './mongo-conflicts.js'
 import { DEFAULT_DATABASE_NAME, databaseNameOf, ensureAdminCollections, supportsTransactions } from './mongo-connection.js'
@@ -261,9 +272,14 @@ export class MongoAdminStore implements AdminStore {
   }
 
   async workspaceDependants(organisationId: string, workspaceId: string): Promise<WorkspaceDependants> {
-    const apiKeys = await this.#open().collections.apiKeys.countDocuments({ organisation_id: organisationId, workspace_id: workspaceId })
-    // Virtual keys and configs are not stored yet: nothing of theirs can depend on a workspace.
-    return { apiKeys, virtualKeys: 0, configs: 0 }
+    const { collections } = this.#open()
+    const query = { organisation_id: organisationId, workspace_id: workspaceId }
+    const [apiKeys, virtualKeys] = await Promise.all([
+      collections.apiKeys.countDocuments(query),
+      collections.virtualKeys.countDocuments(query),
+    ])
+    // Configs are not stored yet: nothing of theirs can depend on a workspace.
+    return { apiKeys, virtualKeys, configs: 0 }
   }
 
   async findMember(workspaceId: string, userId: string): Promise<WorkspaceMemberWithUser | null> {
@@ -346,6 +362,30 @@ export class MongoAdminStore implements AdminStore {
 
   async listApiKeys(organisationId: string, filter: ApiKeyFilter, page: PageRequest): Promise<Paged<ApiKeyRecord>> {
     return pageOf(this.#open().collections.apiKeys, apiKeyQuery(organisationId, filter), BY_CREATION, page, apiKeyFromDocument)
+  }
+
+  async findVirtualKey(organisationId: string, idOrSlug: string): Promise<VirtualKeyRecord | null> {
+    const documents = await this.#open()
+      .collections.virtualKeys.find({ organisation_id: organisationId, $or: [{ _id: idOrSlug }, { slug: idOrSlug }] })
+      .limit(2)
+      .toArray()
+    // A slug may equal another virtual key's id; the id match wins.
+    const document = documents.find((candidate) => candidate._id === idOrSlug) ?? documents[0]
+    return document === undefined ? null : virtualKeyFromDocument(document)
+  }
+
+  async listVirtualKeys(organisationId: string, filter: VirtualKeyFilter, page: PageRequest): Promise<Paged<VirtualKeyRecord>> {
+    const query = virtualKeyQuery(organisationId, filter)
+    return pageOf(this.#open().collections.virtualKeys, query, BY_CREATION, page, virtualKeyFromDocument)
+  }
+
+  async sampleSealedSecret(): Promise<string | null> {
+    const document = await this.#open().collections.virtualKeys.findOne(
+      { $or: [{ 'sealed_keys.0': { $exists: true } }, { sealed_model_config: { $type: 'string' } }] },
+      { projection: { sealed_keys: { $slice: 1 }, sealed_model_config: 1 } },
+    )
+    if (document === null) return null
+    return document.sealed_keys[0] ?? document.sealed_model_config ?? null
   }
 
   /** One connection attempt; the client is closed again when any step fails. */

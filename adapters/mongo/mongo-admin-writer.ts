@@ -16,6 +16,7 @@ import type {
   InviteState,
   OrganisationRecord,
   UserRecord,
+  VirtualKeyRecord,
   WorkspaceMemberRecord,
   WorkspaceRecord,
 } from '../../core/ports.js'
@@ -28,6 +29,8 @@ import {
   organisationToDocument,
   toDate,
   userToDocument,
+  virtualKeyFromDocument,
+  virtualKeyToDocument,
   workspaceToDocument,
 } from './mongo-admin-documents.js'
 import { withConflicts } from './mongo-conflicts.js'
@@ -131,10 +134,11 @@ export class MongoAdminWriter implements AdminWriter {
 
   async deleteWorkspace(organisationId: string, workspaceId: string): Promise<readonly ApiKeyRecord[]> {
     const session = this.#session
-    const { apiKeys, members, workspaces } = this.#collections
+    const { apiKeys, virtualKeys, members, workspaces } = this.#collections
     return this.#run(async () => {
       const keys = await apiKeys.find({ organisation_id: organisationId, workspace_id: workspaceId }, { session }).toArray()
       if (keys.length > 0) await apiKeys.deleteMany({ _id: { $in: keys.map((key) => key._id) } }, { session })
+      await virtualKeys.deleteMany({ organisation_id: organisationId, workspace_id: workspaceId }, { session })
       await members.deleteMany({ organisation_id: organisationId, workspace_id: workspaceId }, { session })
       await workspaces.deleteOne({ _id: workspaceId, organisation_id: organisationId }, { session })
       return keys.map(apiKeyFromDocument)
@@ -223,6 +227,35 @@ export class MongoAdminWriter implements AdminWriter {
       this.#collections.apiKeys.findOneAndDelete({ _id: keyId, organisation_id: organisationId }, { session: this.#session }),
     )
     return document === null ? null : apiKeyFromDocument(document)
+  }
+
+  async insertVirtualKey(key: VirtualKeyRecord): Promise<void> {
+    const document = virtualKeyToDocument(key)
+    await this.#run(() =>
+      withConflicts('virtualKeys', () => this.#collections.virtualKeys.insertOne(document, { session: this.#session })),
+    )
+  }
+
+  async updateVirtualKey(key: VirtualKeyRecord, expectedLastUpdatedAt: string): Promise<boolean> {
+    const document = virtualKeyToDocument(key)
+    const expected = toDate(expectedLastUpdatedAt, 'lastUpdatedAt')
+    const result = await this.#run(() =>
+      withConflicts('virtualKeys', () =>
+        this.#collections.virtualKeys.replaceOne(
+          { _id: document._id, organisation_id: document.organisation_id, last_updated_at: expected },
+          document,
+          { session: this.#session },
+        ),
+      ),
+    )
+    return result.matchedCount === 1
+  }
+
+  async deleteVirtualKey(organisationId: string, virtualKeyId: string): Promise<VirtualKeyRecord | null> {
+    const document = await this.#run(() =>
+      this.#collections.virtualKeys.findOneAndDelete({ _id: virtualKeyId, organisation_id: organisationId }, { session: this.#session }),
+    )
+    return document === null ? null : virtualKeyFromDocument(document)
   }
 
   /**

@@ -11,6 +11,7 @@
  * - the secret is returned by create and rotate only; reads show the masked form. Rotation keeps
  *   the id and accepts the old secret until `key_transition_expires_at`.
  */
+import type { BudgetUsage } from '../../core/budgets.js'
 import type { ApiKeyType, Principal } from '../../core/context.js'
 import { ERRORS, GatewayError, gatewayError } from '../../core/errors.js'
 import { jsonReply, type Reply } from '../../core/plugin.js'
@@ -20,6 +21,7 @@ import { hashSecret, issueApiKey, maskSecret, newApiKeySecret } from '../../core
 import { canManage, hasKeyScope, isAdminKey, targetWorkspace, visibleWorkspace } from './access.js'
 import { defaultsOf, rateLimitsOf, usageLimitOf } from './inputs.js'
 import {
+  budgetUsage,
   commit,
   forbidden,
   invalid,
@@ -84,6 +86,11 @@ async function changeableKey(request: AdminRequest, ...actions: string[]): Promi
     return forbidden('Only workspace admins and managers can change API keys')
   }
   return found
+}
+
+/** The budget state of the key's usage limit (see `budgetUsage`). */
+function keyUsage(deps: AdminDeps, key: ApiKeyRecord): Promise<readonly BudgetUsage[] | undefined> {
+  return budgetUsage(deps, { kind: 'api-key', id: key.id }, key.workspaceId ?? key.organisationId, key.usageLimits === null ? [] : [key.usageLimits])
 }
 
 /** Maps workspace UUIDs to slugs for one response (each looked up once). */
@@ -174,7 +181,7 @@ async function listApiKeys(request: AdminRequest): Promise<Reply | GatewayError>
   const slugOf = slugResolver(deps, principal.organisationId)
   const now = deps.clock.now()
   const data = []
-  for (const key of page.items) data.push(apiKeyView(key, await slugOf(key.workspaceId), now))
+  for (const key of page.items) data.push(apiKeyView(key, await slugOf(key.workspaceId), now, await keyUsage(deps, key)))
   return jsonReply(200, listView(page.total, data))
 }
 
@@ -182,7 +189,7 @@ async function getApiKey(request: AdminRequest): Promise<Reply | GatewayError> {
   const found = await visibleKey(request)
   if (found instanceof GatewayError) return found
   if (!hasKeyScope(request.principal, found.key.type, 'read')) return gatewayError(ERRORS.GW_SCOPE_MISSING)
-  return jsonReply(200, apiKeyView(found.key, found.workspace?.slug ?? found.key.workspaceId, request.deps.clock.now()))
+  return jsonReply(200, apiKeyView(found.key, found.workspace?.slug ?? found.key.workspaceId, request.deps.clock.now(), await keyUsage(request.deps, found.key)))
 }
 
 async function updateApiKey(request: AdminRequest): Promise<Reply | GatewayError> {
@@ -209,13 +216,14 @@ async function updateApiKey(request: AdminRequest): Promise<Reply | GatewayError
     defaults: input.defaults === undefined ? key.defaults : defaultsOf(input.defaults),
     alertEmails: input.alert_emails === undefined ? key.alertEmails : (input.alert_emails ?? []),
     expiresAt: input.expires_at === undefined ? key.expiresAt : input.expires_at,
-    // `reset_usage` puts an exhausted key back to work (the budget plugin zeroes its usage).
+    // `reset_usage` puts an exhausted key back to work (its budgets start a new period below).
     status: input.reset_usage === true && key.status === 'exhausted' ? 'active' : key.status,
     lastUpdatedAt: nowIso(deps, key.lastUpdatedAt),
   }
   await commit(request, 200, (writer) => writer.updateApiKey(updated, key.lastUpdatedAt).then(requireApplied))
   publishKeyChanges(deps, [updated])
-  return jsonReply(200, apiKeyView(updated, found.workspace?.slug ?? key.workspaceId, deps.clock.now()))
+  if (input.reset_usage === true) await deps.budgets.reset({ kind: 'api-key', id: key.id })
+  return jsonReply(200, apiKeyView(updated, found.workspace?.slug ?? key.workspaceId, deps.clock.now(), await keyUsage(deps, updated)))
 }
 
 async function deleteApiKey(request: AdminRequest): Promise<Reply | GatewayError> {

@@ -1,5 +1,6 @@
+import { BudgetAccounts } from '../../core/budgets.js'
 import { definePlugin } from '../../core/plugin.js'
-import { AdminStore, ChangeNotifier, Clock, ProviderRegistry } from '../../core/ports.js'
+import { AdminStore, ChangeNotifier, Clock, ProviderRegistry, SecretCipher } from '../../core/ports.js'
 import { adminApiConfigSchema, type AdminApiConfig } from './config.js'
 import { AdminApiPlugin } from './plugin.js'
 
@@ -10,7 +11,7 @@ export const adminApi = definePlugin<AdminApiConfig>({
   phases: ['onForward'],
   requires: ['auth', 'scope-check'],
   configSchema: adminApiConfigSchema,
-  inject: [AdminStore, ChangeNotifier, Clock, ProviderRegistry],
+  inject: [AdminStore, ChangeNotifier, Clock, ProviderRegistry, SecretCipher, BudgetAccounts],
   create: (config, deps) =>
     new AdminApiPlugin({
       config,
@@ -18,5 +19,7 @@ export const adminApi = definePlugin<AdminApiConfig>({
       notifier: deps[1] as ChangeNotifier,
       clock: deps[2] as Clock,
       registry: deps[3] as ProviderRegistry,
+      cipher: deps[4] as SecretCipher,
+      budgets: deps[5] as BudgetAccounts,
     }),
 })

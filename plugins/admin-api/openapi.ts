@@ -31,6 +31,7 @@ import {
   updateUserBody,
   updateWorkspaceBody,
 } from './schemas.js'
+import { createVirtualKeyBody, listVirtualKeysQuery, updateVirtualKeyBody, virtualKeyWorkspaceQuery } from './virtual-keys.js'
 
 /** What the document says about one route beyond the route table. */
 export interface OperationSchemas {
@@ -84,6 +85,19 @@ export const OPERATION_SCHEMAS: Readonly<Record<string, OperationSchemas>> = {
   'api-keys.delete': { summary: 'Delete an API key' },
   'api-keys.rotate': { summary: 'Rotate an API key: a new secret; the old one works until the transition ends', body: rotateApiKeyBody },
 
+  'virtual-keys.create': {
+    summary: 'Create a virtual key: a provider credential (`key`, or `keys` used in turn) stored encrypted, used with x-gateway-virtual-key',
+    body: createVirtualKeyBody,
+  },
+  'virtual-keys.list': { summary: 'List virtual keys (provider keys never shown; masked_api_key only)', query: listVirtualKeysQuery },
+  'virtual-keys.get': { summary: 'Get a virtual key (provider keys never shown; masked_api_key only)', query: virtualKeyWorkspaceQuery },
+  'virtual-keys.update': {
+    summary: 'Update a virtual key; a new `key`/`keys` rotates the credential for the next request, `reset_usage` reactivates it',
+    body: updateVirtualKeyBody,
+    query: virtualKeyWorkspaceQuery,
+  },
+  'virtual-keys.delete': { summary: 'Delete a virtual key (its next use answers 404)', query: virtualKeyWorkspaceQuery },
+
   'audit-logs.list': { summary: 'List audit log entries (state-changing Admin API requests, refused ones included)', query: listAuditLogsQuery },
   'openapi.get': { summary: 'This OpenAPI document' },
 }
@@ -95,6 +109,7 @@ const PARAMETER_DESCRIPTIONS: Readonly<Record<string, string>> = {
   userId: 'User UUID',
   inviteId: 'Invite UUID',
   apiKeyId: 'API key UUID',
+  virtualKeyId: 'Virtual key slug or UUID',
   token: 'The invite token from the invite link',
 }
 
@@ -218,7 +233,7 @@ export function buildOpenApiDocument(routes: readonly RouteSpec[] = ADMIN_ROUTES
       title: 'Gateway Admin API',
       version: '1',
       description:
-        'Control plane of the gateway: organisation, workspaces and members, users and invites, API keys, audit logs. ' +
+        'Control plane of the gateway: organisation, workspaces and members, users and invites, API keys, virtual keys, audit logs. ' +
         'Send the key in `x-gateway-api-key` (or `Authorization: Bearer`). Lists are `{object: "list", total, data}` paged with ' +
         '`current_page` (0-based) and `page_size` (users and invites: `currentPage`/`pageSize`).',
     },

@@ -18,6 +18,7 @@ import { publicOpenApiHandlers } from './openapi.js'
 import { organisationHandlers } from './organisation.js'
 import type { AdminDeps, Handler, PublicHandler } from './request.js'
 import { userHandlers } from './users.js'
+import { virtualKeyHandlers } from './virtual-keys.js'
 import { workspaceHandlers } from './workspaces.js'
 
 export class AdminApiPlugin implements GatewayPlugin {
@@ -28,7 +29,7 @@ export class AdminApiPlugin implements GatewayPlugin {
   constructor(deps: AdminDeps) {
     this.#deps = deps
     this.#handlers = new Map(
-      Object.entries({ ...organisationHandlers, ...workspaceHandlers, ...userHandlers, ...inviteHandlers, ...apiKeyHandlers, ...auditLogHandlers }),
+      Object.entries({ ...organisationHandlers, ...workspaceHandlers, ...userHandlers, ...inviteHandlers, ...apiKeyHandlers, ...virtualKeyHandlers, ...auditLogHandlers }),
     )
     this.#publicHandlers = new Map(Object.entries({ ...publicInviteHandlers, ...publicOpenApiHandlers }))
   }

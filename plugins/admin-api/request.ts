@@ -4,10 +4,11 @@
  * audit entry in one transaction.
  */
 import { auditEntryOf } from '../../core/audit.js'
+import type { BudgetAccounts, BudgetEntity, BudgetUsage } from '../../core/budgets.js'
 import type { Principal, RequestContext } from '../../core/context.js'
 import { ERRORS, gatewayError, type GatewayError } from '../../core/errors.js'
 import type { Reply } from '../../core/plugin.js'
-import type { AdminStore, AdminWriter, ChangeNotifier, Clock, PageRequest, ProviderRegistry } from '../../core/ports.js'
+import type { AdminStore, AdminWriter, ChangeNotifier, Clock, PageRequest, ProviderRegistry, SecretCipher, UsageLimitRule } from '../../core/ports.js'
 import type { AdminApiConfig } from './config.js'
 import { describeIssue } from './schemas.js'
 import type { z } from 'zod'
@@ -18,6 +19,10 @@ export interface AdminDeps {
   readonly notifier: ChangeNotifier
   readonly clock: Clock
   readonly registry: ProviderRegistry
+  /** Seals virtual keys' provider credentials (never stored or returned in clear). */
+  readonly cipher: SecretCipher
+  /** Budget usage shown with `usage_limits`, and `reset_usage` (untracked when the budget plugin is off). */
+  readonly budgets: BudgetAccounts
   readonly config: AdminApiConfig
 }
 
@@ -80,6 +85,25 @@ export function parseQuery<S extends z.ZodType>(ctx: RequestContext, schema: S):
 /** `current_page`/`page_size` (or the camelCase pair) → offset paging. */
 export function pageOf(page: number, size: number): PageRequest {
   return { offset: page * size, limit: size }
+}
+
+/**
+ * The budget state of an entity's usage limits for its view, or `undefined` when budgets are not
+ * tracked (the budget plugin is off) or cannot be read right now: the view then shows the limits
+ * without usage rather than failing the read.
+ */
+export async function budgetUsage(
+  deps: AdminDeps,
+  entity: BudgetEntity,
+  workspaceId: string,
+  rules: readonly UsageLimitRule[],
+): Promise<readonly BudgetUsage[] | undefined> {
+  if (rules.length === 0) return []
+  try {
+    return (await deps.budgets.usage(entity, workspaceId, rules)) ?? undefined
+  } catch {
+    return undefined
+  }
 }
 
 /** ISO 8601 for the injected clock; strictly after `previous` so optimistic updates always see a change. */

@@ -15,6 +15,7 @@ import type {
   WorkspaceRecord,
   WorkspaceRole,
 } from '../../core/ports.js'
+import type { BudgetUsage } from '../../core/budgets.js'
 import { WORKSPACE_KEY_SCOPES } from '../../core/scopes.js'
 
 export function organisationView(organisation: OrganisationRecord): Record<string, unknown> {
@@ -42,14 +43,21 @@ export function rateLimitsView(rules: readonly RateLimitRule[]): Array<Record<st
   return rules.map((rule) => ({ type: rule.type, unit: rule.unit, value: rule.value }))
 }
 
-export function usageLimitView(rule: UsageLimitRule): Record<string, unknown> {
-  return {
+/**
+ * A `usage_limits` entry; with its budget state (`BudgetAccounts.usage`) it also carries
+ * `current_usage` (USD or tokens, current period), `last_reset_at` and `status` (`exhausted` once
+ * used up).
+ */
+export function usageLimitView(rule: UsageLimitRule, usage?: BudgetUsage): Record<string, unknown> {
+  const view: Record<string, unknown> = {
     type: rule.type,
     credit_limit: rule.creditLimit,
     alert_threshold: rule.alertThreshold,
     periodic_reset: rule.periodicReset,
     periodic_reset_days: rule.periodicResetDays,
   }
+  if (usage === undefined) return view
+  return { ...view, current_usage: usage.currentUsage, last_reset_at: usage.lastResetAt, status: usage.exhausted ? 'exhausted' : 'active' }
 }
 
 export function defaultsView(defaults: RequestDefaults | null): Record<string, unknown> | null {
@@ -57,7 +65,7 @@ export function defaultsView(defaults: RequestDefaults | null): Record<string, u
 }
 
 /** A workspace's public id is its slug; its UUID is accepted wherever an id is. */
-export function workspaceView(workspace: WorkspaceRecord): Record<string, unknown> {
+export function workspaceView(workspace: WorkspaceRecord, usage?: readonly BudgetUsage[]): Record<string, unknown> {
   return {
     object: 'workspace',
     id: workspace.slug,
@@ -67,7 +75,7 @@ export function workspaceView(workspace: WorkspaceRecord): Record<string, unknow
     created_at: workspace.createdAt,
     last_updated_at: workspace.lastUpdatedAt,
     defaults: defaultsView(workspace.defaults),
-    usage_limits: workspace.usageLimits.map(usageLimitView),
+    usage_limits: workspace.usageLimits.map((rule, index) => usageLimitView(rule, usage?.[index])),
     rate_limits: rateLimitsView(workspace.rateLimits),
   }
 }
@@ -135,8 +143,11 @@ export function inviteView(invite: InviteRecord, nowMs: number, slugOf: (workspa
   }
 }
 
-/** `workspaceSlug`: the key's workspace slug (`null` for organisation keys). */
-export function apiKeyView(key: ApiKeyRecord, workspaceSlug: string | null, nowMs: number): Record<string, unknown> {
+/**
+ * `workspaceSlug`: the key's workspace slug (`null` for organisation keys); `usage`: the budget
+ * state of its usage limit, which makes the key `exhausted` once used up.
+ */
+export function apiKeyView(key: ApiKeyRecord, workspaceSlug: string | null, nowMs: number, usage?: readonly BudgetUsage[]): Record<string, unknown> {
   const inTransition = key.previousKeyExpiresAt !== null && Date.parse(key.previousKeyExpiresAt) > nowMs
   const expired = key.expiresAt !== null && Date.parse(key.expiresAt) <= nowMs
   return {
@@ -149,13 +160,13 @@ export function apiKeyView(key: ApiKeyRecord, workspaceSlug: string | null, nowM
     organisation_id: key.organisationId,
     workspace_id: workspaceSlug,
     user_id: key.userId,
-    status: expired ? 'expired' : key.status,
+    status: expired ? 'expired' : usage?.[0]?.exhausted === true ? 'exhausted' : key.status,
     created_at: key.createdAt,
     last_updated_at: key.lastUpdatedAt,
     creation_mode: key.creationMode,
     scopes: key.scopes,
     rate_limits: rateLimitsView(key.rateLimits),
-    usage_limits: key.usageLimits === null ? null : usageLimitView(key.usageLimits),
+    usage_limits: key.usageLimits === null ? null : usageLimitView(key.usageLimits, usage?.[0]),
     defaults: defaultsView(key.defaults),
     alert_emails: key.alertEmails,
     expires_at: key.expiresAt,

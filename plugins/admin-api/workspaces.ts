@@ -4,13 +4,29 @@
  * workspace admin grants the admin role.
  */
 import { randomBytes, randomUUID } from 'node:crypto'
+import type { BudgetUsage } from '../../core/budgets.js'
 import type { Principal } from '../../core/context.js'
 import { ERRORS, GatewayError, gatewayError } from '../../core/errors.js'
 import { jsonReply, type Reply } from '../../core/plugin.js'
 import { CHANGE_CHANNELS, type AdminWriter, type ApiKeyRecord, type WorkspaceRecord, type WorkspaceRole } from '../../core/ports.js'
 import { canManage, roleIn, visibleWorkspace } from './access.js'
 import { defaultsOf, rateLimitsOf, usageLimitOf } from './inputs.js'
-import { commit, forbidden, invalid, noteAction, notFound, nowIso, pageOf, parseBody, parseQuery, requireApplied, type AdminDeps, type AdminRequest, type Handler } from './request.js'
+import {
+  budgetUsage,
+  commit,
+  forbidden,
+  invalid,
+  noteAction,
+  notFound,
+  nowIso,
+  pageOf,
+  parseBody,
+  parseQuery,
+  requireApplied,
+  type AdminDeps,
+  type AdminRequest,
+  type Handler,
+} from './request.js'
 import {
   addMembersBody,
   createWorkspaceBody,
@@ -30,6 +46,11 @@ const EMBEDDED_MEMBERS = 1000
 function slugPart(name: string): string {
   const slug = name.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 20).replace(/-+$/, '')
   return slug.length > 0 ? slug : 'workspace'
+}
+
+/** The budget state of the workspace's usage limits (see `budgetUsage`). */
+function workspaceUsage(deps: AdminDeps, workspace: WorkspaceRecord): Promise<readonly BudgetUsage[] | undefined> {
+  return budgetUsage(deps, { kind: 'workspace', id: workspace.id }, workspace.id, workspace.usageLimits)
 }
 
 /** Evicts cached copies of deleted or changed API keys on every instance. */
@@ -102,7 +123,7 @@ async function createWorkspace(request: AdminRequest): Promise<Reply | GatewayEr
       await writer.insertMember({ workspaceId: workspace.id, userId, organisationId: principal.organisationId, role: 'member', createdAt: now, lastUpdatedAt: now })
     }
   })
-  return jsonReply(200, workspaceView(workspace))
+  return jsonReply(200, workspaceView(workspace, await workspaceUsage(deps, workspace)))
 }
 
 async function listWorkspaces(request: AdminRequest): Promise<Reply | GatewayError> {
@@ -120,14 +141,17 @@ async function listWorkspaces(request: AdminRequest): Promise<Reply | GatewayErr
     },
     pageOf(current_page, page_size),
   )
-  return jsonReply(200, listView(page.total, page.items.map(workspaceView)))
+  const data = []
+  for (const workspace of page.items) data.push(workspaceView(workspace, await workspaceUsage(deps, workspace)))
+  return jsonReply(200, listView(page.total, data))
 }
 
 async function getWorkspace(request: AdminRequest): Promise<Reply | GatewayError> {
   const workspace = await pathWorkspace(request)
   if (workspace instanceof GatewayError) return workspace
   const members = await request.deps.store.listMembers(workspace.id, {}, { offset: 0, limit: EMBEDDED_MEMBERS })
-  return jsonReply(200, { ...workspaceView(workspace), users: members.items.map((entry) => memberView(entry, workspace)) })
+  const usage = await workspaceUsage(request.deps, workspace)
+  return jsonReply(200, { ...workspaceView(workspace, usage), users: members.items.map((entry) => memberView(entry, workspace)) })
 }
 
 async function updateWorkspace(request: AdminRequest): Promise<Reply | GatewayError> {
@@ -148,7 +172,7 @@ async function updateWorkspace(request: AdminRequest): Promise<Reply | GatewayEr
   }
   await commit(request, 200, (writer) => writer.updateWorkspace(updated, workspace.lastUpdatedAt).then(requireApplied))
   deps.notifier.publish(CHANGE_CHANNELS.workspaces, workspace.id)
-  return jsonReply(200, workspaceView(updated))
+  return jsonReply(200, workspaceView(updated, await workspaceUsage(deps, updated)))
 }
 
 async function deleteWorkspace(request: AdminRequest): Promise<Reply | GatewayError> {

@@ -22,6 +22,7 @@ import type { Principal } from '../../core/context.js'
 import { ERRORS, gatewayError, type GatewayError } from '../../core/errors.js'
 import type { AdminStore, Clock, Logger, OrganisationRecord, WorkspaceRecord } from '../../core/ports.js'
 import { normaliseScope } from '../../core/scopes.js'
+import { workspaceSubject } from './subjects.js'
 
 /** The only signature algorithm accepted (API.md §1). */
 const ALGORITHM = 'RS256'
@@ -192,6 +193,7 @@ export class JwtVerifier {
       userId: null,
       scopes,
       credentialHeader,
+      limitSubjects: [workspaceSubject(workspace)],
     }
     // `requiredClaims` guarantees a numeric `exp`.
     this.#rememberToken(token, { principal, expiresAtMs: (payload.exp as number) * 1000 })

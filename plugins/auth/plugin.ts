@@ -25,11 +25,13 @@ import {
   type ChangeNotifier,
   type Clock,
   type Logger,
+  type WorkspaceRecord,
 } from '../../core/ports.js'
 import { normaliseScope } from '../../core/scopes.js'
 import { hashSecret } from '../../core/secrets.js'
 import { applyBootstrapJwt, bootstrapBanner, seedFirstStart } from './bootstrap.js'
 import type { AuthConfig } from './config.js'
+import { subjectsOf } from './subjects.js'
 import { JwtVerifier, parseJwtHeader, type JwtHeader } from './jwt-verifier.js'
 
 /** A cached lookup of one presented secret (by its hash). */
@@ -56,7 +58,14 @@ const EXPIRED_KEY = gatewayError(ERRORS.GW_AUTH_KEY_EXPIRED)
  * (rotated-out) hash is accepted only until `previousKeyExpiresAt`; once that passed, or without a
  * deadline, the secret is as good as unknown.
  */
-export function keyCacheEntry(record: ApiKeyRecord | null, hash: string, now: number, ttlMs: number, negativeTtlMs: number): KeyCacheEntry {
+export function keyCacheEntry(
+  record: ApiKeyRecord | null,
+  hash: string,
+  now: number,
+  ttlMs: number,
+  negativeTtlMs: number,
+  workspace: WorkspaceRecord | null = null,
+): KeyCacheEntry {
   const unknown: KeyCacheEntry = {
     record: null,
     principal: null,
@@ -73,7 +82,7 @@ export function keyCacheEntry(record: ApiKeyRecord | null, hash: string, now: nu
   }
   return {
     record,
-    principal: principalOf(record),
+    principal: principalOf(record, workspace),
     expiresAtMs: record.expiresAt === null ? Number.POSITIVE_INFINITY : Date.parse(record.expiresAt),
     acceptedUntilMs,
     freshUntil: now + ttlMs,
@@ -120,7 +129,10 @@ export class AuthPlugin implements GatewayPlugin {
         else this.#cache.delete(message)
       }),
       this.#notifier.subscribe(CHANGE_CHANNELS.organisations, (message) => this.#jwt.evictOrganisation(message)),
-      this.#notifier.subscribe(CHANGE_CHANNELS.workspaces, (message) => this.#jwt.evictWorkspace(message)),
+      this.#notifier.subscribe(CHANGE_CHANNELS.workspaces, (message) => {
+        this.#jwt.evictWorkspace(message)
+        this.#evictWorkspaceKeys(message)
+      }),
     ]
     const settings = this.#config.bootstrap
     const generated = await seedFirstStart(this.#store, settings, this.#clock.now(), this.#logger)
@@ -179,8 +191,11 @@ export class AuthPlugin implements GatewayPlugin {
     credentialHeader: Principal['credentialHeader'],
   ): Promise<GatewayError | undefined> {
     let record: ApiKeyRecord | null
+    let workspace: WorkspaceRecord | null = null
     try {
       record = await this.#store.findApiKeyByHash(hash)
+      // The workspace's limits apply to its keys' requests too.
+      if (record?.workspaceId != null) workspace = await this.#store.findWorkspace(record.organisationId, record.workspaceId)
     } catch (error) {
       if (stale !== undefined) {
         this.#logger.warn({ err: error }, 'admin store unreachable: using a stale cached API key')
@@ -190,7 +205,7 @@ export class AuthPlugin implements GatewayPlugin {
       return gatewayError(ERRORS.GW_AUTH_UNAVAILABLE)
     }
     const now = this.#clock.now()
-    const entry = keyCacheEntry(record, hash, now, this.#config.cacheTtlMs, this.#config.negativeCacheTtlMs)
+    const entry = keyCacheEntry(record, hash, now, this.#config.cacheTtlMs, this.#config.negativeCacheTtlMs, workspace)
     this.#remember(hash, entry)
     return this.#admit(ctx, entry, credentialHeader, now)
   }
@@ -200,6 +215,12 @@ export class AuthPlugin implements GatewayPlugin {
     if (admitted instanceof Error) return admitted
     ctx.principal = withHeader(admitted, credentialHeader)
     return undefined
+  }
+
+  /** Keys carry their workspace's limits: drop the cached keys of a changed workspace (`*`: all). */
+  #evictWorkspaceKeys(workspaceId: string): void {
+    if (workspaceId === '*') return this.#cache.clear()
+    for (const [hash, entry] of this.#cache) if (entry.record?.workspaceId === workspaceId) this.#cache.delete(hash)
   }
 
   #remember(hash: string, entry: KeyCacheEntry): void {
@@ -217,7 +238,7 @@ function withHeader(principal: Principal, credentialHeader: Principal['credentia
   return principal.credentialHeader === credentialHeader ? principal : { ...principal, credentialHeader }
 }
 
-function principalOf(record: ApiKeyRecord): Principal {
+function principalOf(record: ApiKeyRecord, workspace: WorkspaceRecord | null): Principal {
   return {
     kind: 'api-key',
     keyId: record.id,
@@ -227,5 +248,6 @@ function principalOf(record: ApiKeyRecord): Principal {
     userId: record.userId,
     scopes: new Set(record.scopes.map(normaliseScope)),
     credentialHeader: 'x-gateway-api-key',
+    limitSubjects: subjectsOf(record, workspace),
   }
 }

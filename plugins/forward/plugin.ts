@@ -1,11 +1,14 @@
 /**
  * forward: the terminal plugin of the inference and pass-through groups.
  * Phases: onForward (priority 100), onLog (fills `ctx.usage` before the log plugin reads it).
- * Reads `ctx.principal`, `ctx.route`, headers, `ctx.rawBody`/`ctx.body`; writes `ctx.target`,
- * `ctx.model`, `ctx.streaming`, `ctx.usage`.
+ * Reads `ctx.principal`, `ctx.credential`, `ctx.route`, headers, `ctx.rawBody`/`ctx.body`; writes
+ * `ctx.target`, `ctx.model`, `ctx.streaming`, `ctx.usage`.
  * I/O: one upstream request through the UpstreamClient (pooled, aborted when the client leaves).
- * Provider selection: `x-gateway-provider` + `Authorization` (the provider key), optionally
- * `x-gateway-custom-host` (checked against the SSRF allow-list).
+ * Provider selection: the credential a virtual key resolved to (`ctx.credential`: provider, key,
+ * custom host; the client's `Authorization`, `x-gateway-provider` and `x-gateway-custom-host` are
+ * then ignored and `Authorization` is not forwarded); otherwise `x-gateway-provider` +
+ * `Authorization` (the provider key), optionally `x-gateway-custom-host`. Custom hosts are checked
+ * against the SSRF allow-list on every request (results are cached by the registry).
  * Failure policy: upstream unreachable/reset → 502, gateway timeout → 504, request timeout → 408;
  * provider errors keep their status (normalised into the OpenAI shape on first-class routes).
  */
@@ -105,32 +108,43 @@ export class ForwardPlugin implements GatewayPlugin {
 
   async #resolveTarget(ctx: RequestContext): Promise<UpstreamTarget | GatewayError> {
     const headers = ctx.headers
-    const slug = headers['x-gateway-provider']
+    const stored = ctx.credential
+    const slug = stored === null ? headers['x-gateway-provider'] : stored.provider
     if (slug === undefined || slug.length === 0) {
-      if (headers['x-gateway-virtual-key'] !== undefined || headers['x-gateway-config'] !== undefined) {
-        return gatewayError(ERRORS.GW_REQ_PROVIDER_MISSING, 'Virtual keys and configs are not enabled on this gateway: send x-gateway-provider')
+      if (headers['x-gateway-config'] !== undefined) {
+        return gatewayError(ERRORS.GW_REQ_PROVIDER_MISSING, 'Configs are not enabled on this gateway: send x-gateway-provider or x-gateway-virtual-key')
+      }
+      if (headers['x-gateway-virtual-key'] !== undefined) {
+        // The virtual-key plugin resolves the header before forward runs; it is switched off.
+        return gatewayError(ERRORS.GW_REQ_PROVIDER_MISSING, 'Virtual keys are not enabled on this gateway (the virtual-key plugin is off): send x-gateway-provider')
       }
       return gatewayError(ERRORS.GW_REQ_PROVIDER_MISSING)
     }
     const spec = this.#registry.get(slug)
-    if (spec === undefined) return gatewayError(ERRORS.GW_REQ_PROVIDER_UNKNOWN, `Unknown provider "${slug.slice(0, 64)}"`, { param: 'x-gateway-provider' })
+    if (spec === undefined) {
+      const param = stored === null ? 'x-gateway-provider' : 'x-gateway-virtual-key'
+      return gatewayError(ERRORS.GW_REQ_PROVIDER_UNKNOWN, `Unknown provider "${slug.slice(0, 64)}"`, { param })
+    }
     if (ctx.route.group === 'inference' && spec.unsupportedRoutes?.includes(ctx.route.id)) {
       return gatewayError(ERRORS.GW_REQ_ROUTE_UNSUPPORTED, `Provider "${slug}" does not support ${ctx.route.pattern}`)
     }
 
     let location: ProviderOrigin | undefined
-    const customHost = headers['x-gateway-custom-host']
+    const customHost = stored === null ? headers['x-gateway-custom-host'] : (stored.customHost ?? undefined)
+    const hostParam = stored === null ? 'x-gateway-custom-host' : 'x-gateway-virtual-key'
     if (customHost !== undefined) {
       const check = await this.#registry.checkCustomHost(customHost)
-      if (!check.ok) return gatewayError(ERRORS.GW_REQ_CUSTOM_HOST_REFUSED, `The custom host is not allowed: ${check.reason}`, { param: 'x-gateway-custom-host' })
+      if (!check.ok) return gatewayError(ERRORS.GW_REQ_CUSTOM_HOST_REFUSED, `The custom host is not allowed: ${check.reason}`, { param: hostParam })
       location = check
     } else {
       location = this.#origins.get(slug)
       if (location === undefined) {
-        return gatewayError(ERRORS.GW_REQ_INVALID, `Provider "${slug}" has no public endpoint: send x-gateway-custom-host`, { param: 'x-gateway-custom-host' })
+        const fix = stored === null ? 'send x-gateway-custom-host' : "set the virtual key's custom_host"
+        return gatewayError(ERRORS.GW_REQ_INVALID, `Provider "${slug}" has no public endpoint: ${fix}`, { param: hostParam })
       }
     }
 
+    if (stored !== null) return credentialTarget(spec, location, stored.apiKey ?? '')
     // The Authorization header is the provider key, unless it carried the gateway's own key.
     const authorization = ctx.principal?.credentialHeader === 'authorization' ? undefined : headers.authorization
     const credential = authorization === undefined ? '' : authorization.startsWith('Bearer ') ? authorization.slice(7).trim() : authorization.trim()
@@ -152,7 +166,8 @@ export class ForwardPlugin implements GatewayPlugin {
   #upstreamHeaders(ctx: RequestContext, target: UpstreamTarget): Record<string, string> {
     const headers: Record<string, string> = {}
     const incoming = ctx.headers
-    const gatewayOwnsAuthorization = ctx.principal?.credentialHeader === 'authorization'
+    // With a virtual key the client's Authorization is not the provider key (or is the gateway's own).
+    const gatewayOwnsAuthorization = ctx.principal?.credentialHeader === 'authorization' || ctx.credential !== null
     if (ctx.route.group === 'passthrough') {
       const connectionScoped = connectionHeaderNames(incoming.connection)
       for (const name in incoming) {

@@ -19,6 +19,7 @@ import type {
   InviteRecord,
   OrganisationRecord,
   UserRecord,
+  VirtualKeyRecord,
   WorkspaceMemberRecord,
   WorkspaceRecord,
 } from '../../core/ports.js'
@@ -38,7 +39,7 @@ function compareText(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0
 }
 
-/** The listing order of users, workspaces and API keys: `createdAt`, then id. */
+/** The listing order of users, workspaces, API keys and virtual keys: `createdAt`, then id. */
 function byCreation<T extends { readonly createdAt: string; readonly id: string }>(records: readonly T[]): T[] {
   return [...records].sort((a, b) => compareText(a.createdAt, b.createdAt) || compareText(a.id, b.id))
 }
@@ -133,6 +134,30 @@ function makeApiKey(organisationId: string, overrides: Partial<ApiKeyRecord> = {
     previousKeyHash: null,
     previousKeyExpiresAt: null,
     lastRotatedAt: null,
+    createdAt: at(3_000),
+    lastUpdatedAt: at(4_000),
+    ...overrides,
+  }
+}
+
+function makeVirtualKey(organisationId: string, workspaceId: string, overrides: Partial<VirtualKeyRecord> = {}): VirtualKeyRecord {
+  const id = randomUUID()
+  return {
+    id,
+    slug: `vk-${id.slice(0, 8)}`,
+    organisationId,
+    workspaceId,
+    name: 'OpenAI main',
+    note: null,
+    provider: 'openai',
+    sealedKeys: [`sealed-key-${id}`],
+    maskedKey: 'sk********xyz',
+    customHost: null,
+    sealedModelConfig: null,
+    rateLimits: [],
+    usageLimits: null,
+    status: 'active',
+    expiresAt: null,
     createdAt: at(3_000),
     lastUpdatedAt: at(4_000),
     ...overrides,
@@ -1177,6 +1202,13 @@ export function describeAdminStoreContract(name: string, makeStore: () => Promis
           makeApiKey(seed.organisation.id, { type: 'workspace-user', workspaceId: doomed.id, userId: user.id, createdAt: at(1_000) }),
         ]
         const keptKey = makeApiKey(seed.organisation.id, { workspaceId: seed.workspace.id })
+        const doomedVirtualKeys = [
+          makeVirtualKey(seed.organisation.id, doomed.id),
+          makeVirtualKey(seed.organisation.id, doomed.id, { sealedKeys: [], maskedKey: null }),
+        ]
+        const keptVirtualKey = makeVirtualKey(seed.organisation.id, seed.workspace.id)
+        // Same workspace UUID under another organisation: neither counted nor deleted.
+        const foreignVirtualKey = makeVirtualKey(randomUUID(), doomed.id)
         await arrange(async (writer) => {
           await writer.insertWorkspace(doomed)
           await writer.insertUser(user)
@@ -1184,9 +1216,10 @@ export function describeAdminStoreContract(name: string, makeStore: () => Promis
           await writer.insertMember(makeMember(doomed, seed.owner))
           await writer.insertMember(makeMember(seed.workspace, user))
           for (const key of [...doomedKeys, keptKey]) await writer.insertApiKey(key)
+          for (const key of [...doomedVirtualKeys, keptVirtualKey, foreignVirtualKey]) await writer.insertVirtualKey(key)
         })
-        expect(await store.workspaceDependants(seed.organisation.id, doomed.id)).toEqual({ apiKeys: 2, virtualKeys: 0, configs: 0 })
-        expect(await store.workspaceDependants(seed.organisation.id, seed.workspace.id)).toEqual({ apiKeys: 1, virtualKeys: 0, configs: 0 })
+        expect(await store.workspaceDependants(seed.organisation.id, doomed.id)).toEqual({ apiKeys: 2, virtualKeys: 2, configs: 0 })
+        expect(await store.workspaceDependants(seed.organisation.id, seed.workspace.id)).toEqual({ apiKeys: 1, virtualKeys: 1, configs: 0 })
 
         const deleted = await arrange((writer) => writer.deleteWorkspace(seed.organisation.id, doomed.id))
         expect(byCreation(deleted)).toEqual(byCreation(doomedKeys))
@@ -1197,6 +1230,13 @@ export function describeAdminStoreContract(name: string, makeStore: () => Promis
         expect(await store.listMembershipsOfUser(seed.organisation.id, user.id)).toEqual([makeMember(seed.workspace, user)])
         for (const key of doomedKeys) expect(await store.findApiKeyByHash(key.keyHash)).toBeNull()
         expect(await store.findApiKeyByHash(keptKey.keyHash)).toEqual(keptKey)
+        for (const key of doomedVirtualKeys) expect(await store.findVirtualKey(seed.organisation.id, key.id)).toBeNull()
+        expect(await store.listVirtualKeys(seed.organisation.id, { workspaceId: doomed.id }, { offset: 0, limit: 10 })).toEqual({
+          total: 0,
+          items: [],
+        })
+        expect(await store.findVirtualKey(seed.organisation.id, keptVirtualKey.id)).toEqual(keptVirtualKey)
+        expect(await store.findVirtualKey(foreignVirtualKey.organisationId, foreignVirtualKey.id)).toEqual(foreignVirtualKey)
         expect(await store.workspaceDependants(seed.organisation.id, doomed.id)).toEqual({ apiKeys: 0, virtualKeys: 0, configs: 0 })
         expect(await store.findUser(seed.organisation.id, user.id)).toEqual(user)
       })
@@ -1205,10 +1245,15 @@ export function describeAdminStoreContract(name: string, makeStore: () => Promis
         const first = await bootstrapped()
         const second = await bootstrapped()
         const key = makeApiKey(first.organisation.id, { workspaceId: first.workspace.id })
-        await arrange((writer) => writer.insertApiKey(key))
+        const virtualKey = makeVirtualKey(first.organisation.id, first.workspace.id)
+        await arrange(async (writer) => {
+          await writer.insertApiKey(key)
+          await writer.insertVirtualKey(virtualKey)
+        })
         expect(await arrange((writer) => writer.deleteWorkspace(second.organisation.id, first.workspace.id))).toEqual([])
         expect(await store.findWorkspace(first.organisation.id, first.workspace.id)).toEqual(first.workspace)
         expect(await store.findApiKeyByHash(key.keyHash)).toEqual(key)
+        expect(await store.findVirtualKey(first.organisation.id, virtualKey.id)).toEqual(virtualKey)
         expect(await store.workspaceDependants(second.organisation.id, first.workspace.id)).toEqual({ apiKeys: 0, virtualKeys: 0, configs: 0 })
       })
 
@@ -1245,6 +1290,207 @@ export function describeAdminStoreContract(name: string, makeStore: () => Promis
       })
     })
 
+    describe('virtual keys', () => {
+      it('keeps virtual keys exactly: sealed keys in order, every optional field set and every one unset', async () => {
+        const seed = await bootstrapped()
+        const full = makeVirtualKey(seed.organisation.id, seed.workspace.id, {
+          name: 'Azure EU',
+          note: 'Failover for the EU region',
+          provider: 'azure-openai',
+          sealedKeys: ['v1.k1.zulu', 'v1.k1.alpha', 'v1.k1.mike', 'v1.k1.alpha'],
+          maskedKey: 'az********eu1',
+          customHost: 'https://llm.internal.test/v1',
+          sealedModelConfig: 'v1.k1.model-config',
+          rateLimits: [
+            { type: 'requests', unit: 'rpm', value: 600 },
+            { type: 'tokens', unit: 'rpd', value: 1_000_000 },
+          ],
+          usageLimits: { type: 'tokens', creditLimit: 5_000_000, alertThreshold: 4_000_000, periodicReset: null, periodicResetDays: 30 },
+          status: 'exhausted',
+          expiresAt: at(90 * DAY_MS),
+        })
+        const bare = makeVirtualKey(seed.organisation.id, seed.workspace.id, { provider: 'ollama', sealedKeys: [], maskedKey: null })
+        await arrange(async (writer) => {
+          await writer.insertVirtualKey(full)
+          await writer.insertVirtualKey(bare)
+        })
+        for (const key of [full, bare]) {
+          expect(await store.findVirtualKey(seed.organisation.id, key.id)).toEqual(key)
+          expect(await store.findVirtualKey(seed.organisation.id, key.slug)).toEqual(key)
+        }
+      })
+
+      it('rejects a duplicate slug in the same organisation, naming slug; allows it in another', async () => {
+        const first = await bootstrapped()
+        const second = await bootstrapped()
+        const original = makeVirtualKey(first.organisation.id, first.workspace.id, { slug: 'main-258f4d' })
+        await arrange((writer) => writer.insertVirtualKey(original))
+
+        // Another workspace of the same organisation does not make the slug free.
+        const duplicate = makeVirtualKey(first.organisation.id, randomUUID(), { slug: original.slug })
+        await expectConflict(arrange((writer) => writer.insertVirtualKey(duplicate)), 'slug')
+        expect(await store.findVirtualKey(first.organisation.id, duplicate.id)).toBeNull()
+        expect(await store.findVirtualKey(first.organisation.id, original.slug)).toEqual(original)
+
+        await expectConflict(
+          arrange(async (writer) => {
+            const twice = makeVirtualKey(first.organisation.id, first.workspace.id, { slug: 'twice' })
+            await writer.insertVirtualKey(twice)
+            await writer.insertVirtualKey(makeVirtualKey(first.organisation.id, first.workspace.id, { slug: 'twice' }))
+          }),
+          'slug',
+        )
+        expect(await store.findVirtualKey(first.organisation.id, 'twice')).toBeNull()
+
+        const sameSlug = makeVirtualKey(second.organisation.id, second.workspace.id, { slug: original.slug })
+        await arrange((writer) => writer.insertVirtualKey(sameSlug))
+        expect(await store.findVirtualKey(second.organisation.id, original.slug)).toEqual(sameSlug)
+        expect(await store.findVirtualKey(first.organisation.id, original.slug)).toEqual(original)
+      })
+
+      it('finds a virtual key by id and by slug, only within its organisation; an id match wins', async () => {
+        const first = await bootstrapped()
+        const second = await bootstrapped()
+        const target = makeVirtualKey(first.organisation.id, first.workspace.id)
+        const impostor = makeVirtualKey(first.organisation.id, first.workspace.id, { slug: target.id })
+        await arrange(async (writer) => {
+          await writer.insertVirtualKey(impostor)
+          await writer.insertVirtualKey(target)
+        })
+
+        expect(await store.findVirtualKey(first.organisation.id, target.id)).toEqual(target)
+        expect(await store.findVirtualKey(first.organisation.id, target.slug)).toEqual(target)
+        expect(await store.findVirtualKey(first.organisation.id, impostor.id)).toEqual(impostor)
+        expect(await store.findVirtualKey(second.organisation.id, target.id)).toBeNull()
+        expect(await store.findVirtualKey(second.organisation.id, target.slug)).toBeNull()
+        expect(await store.findVirtualKey(first.organisation.id, 'vk-unknown')).toBeNull()
+        expect(await store.findVirtualKey(first.organisation.id, randomUUID())).toBeNull()
+      })
+
+      it('lists virtual keys in creation order by workspace, with paging and totals, within the organisation', async () => {
+        const seed = await bootstrapped()
+        const other = makeWorkspace(seed.organisation.id)
+        const keys = [
+          makeVirtualKey(seed.organisation.id, seed.workspace.id, { createdAt: at(2_000) }),
+          makeVirtualKey(seed.organisation.id, other.id, { createdAt: at(1_000) }),
+          makeVirtualKey(seed.organisation.id, seed.workspace.id, { createdAt: at(2_000) }),
+          makeVirtualKey(seed.organisation.id, seed.workspace.id, { createdAt: at(500) }),
+          makeVirtualKey(seed.organisation.id, other.id, { createdAt: at(3_000) }),
+        ]
+        await arrange(async (writer) => {
+          await writer.insertWorkspace(other)
+          for (const key of keys) await writer.insertVirtualKey(key)
+          await writer.insertVirtualKey(makeVirtualKey(randomUUID(), seed.workspace.id, { createdAt: at(0) }))
+        })
+        const all = byCreation(keys)
+        const everything = { offset: 0, limit: 10 }
+
+        expect(await store.listVirtualKeys(seed.organisation.id, {}, everything)).toEqual({ total: 5, items: all })
+        expect(await store.listVirtualKeys(seed.organisation.id, {}, { offset: 1, limit: 2 })).toEqual({ total: 5, items: all.slice(1, 3) })
+        expect(await store.listVirtualKeys(seed.organisation.id, {}, { offset: 5, limit: 2 })).toEqual({ total: 5, items: [] })
+        expect(await store.listVirtualKeys(seed.organisation.id, {}, { offset: 0, limit: 0 })).toEqual({ total: 5, items: [] })
+        const inDefault = all.filter((key) => key.workspaceId === seed.workspace.id)
+        expect(await store.listVirtualKeys(seed.organisation.id, { workspaceId: seed.workspace.id }, everything)).toEqual({
+          total: 3,
+          items: inDefault,
+        })
+        expect(await store.listVirtualKeys(seed.organisation.id, { workspaceId: other.id }, { offset: 1, limit: 5 })).toEqual({
+          total: 2,
+          items: all.filter((key) => key.workspaceId === other.id).slice(1),
+        })
+        expect(await store.listVirtualKeys(seed.organisation.id, { workspaceId: randomUUID() }, everything)).toEqual({ total: 0, items: [] })
+        expect(await store.listVirtualKeys(randomUUID(), {}, everything)).toEqual({ total: 0, items: [] })
+      })
+
+      it('updates a virtual key only at the version read', async () => {
+        const seed = await bootstrapped()
+        const key = makeVirtualKey(seed.organisation.id, seed.workspace.id, { sealedKeys: ['v1.k1.a', 'v1.k1.b'] })
+        await arrange((writer) => writer.insertVirtualKey(key))
+        const updated: VirtualKeyRecord = {
+          ...key,
+          slug: 'renamed-1a2b3c',
+          name: 'Renamed',
+          note: 'now with a note',
+          sealedKeys: ['v1.k1.c', 'v1.k1.a'],
+          maskedKey: 'sk********ccc',
+          customHost: 'https://proxy.internal.test',
+          sealedModelConfig: 'v1.k1.config',
+          rateLimits: [{ type: 'requests', unit: 'rph', value: 100 }],
+          usageLimits: { type: 'cost', creditLimit: 50, alertThreshold: null, periodicReset: 'monthly', periodicResetDays: null },
+          expiresAt: at(DAY_MS),
+          lastUpdatedAt: at(50_000),
+        }
+        expect(await arrange((writer) => writer.updateVirtualKey(updated, key.lastUpdatedAt))).toBe(true)
+        expect(await store.findVirtualKey(seed.organisation.id, key.id)).toEqual(updated)
+        expect(await store.findVirtualKey(seed.organisation.id, 'renamed-1a2b3c')).toEqual(updated)
+        expect(await store.findVirtualKey(seed.organisation.id, key.slug)).toBeNull()
+
+        const stale: VirtualKeyRecord = { ...key, name: 'Stale', lastUpdatedAt: at(60_000) }
+        expect(await arrange((writer) => writer.updateVirtualKey(stale, key.lastUpdatedAt))).toBe(false)
+        const elsewhere: VirtualKeyRecord = { ...updated, organisationId: randomUUID(), lastUpdatedAt: at(70_000) }
+        expect(await arrange((writer) => writer.updateVirtualKey(elsewhere, updated.lastUpdatedAt))).toBe(false)
+        const missing = makeVirtualKey(seed.organisation.id, seed.workspace.id)
+        expect(await arrange((writer) => writer.updateVirtualKey(missing, missing.lastUpdatedAt))).toBe(false)
+        expect(await store.findVirtualKey(seed.organisation.id, key.id)).toEqual(updated)
+        expect(await store.findVirtualKey(seed.organisation.id, missing.id)).toBeNull()
+      })
+
+      it('rejects an update that takes another virtual key’s slug, naming slug', async () => {
+        const seed = await bootstrapped()
+        const taken = makeVirtualKey(seed.organisation.id, seed.workspace.id)
+        const key = makeVirtualKey(seed.organisation.id, seed.workspace.id)
+        await arrange(async (writer) => {
+          await writer.insertVirtualKey(taken)
+          await writer.insertVirtualKey(key)
+        })
+        await expectConflict(
+          arrange((writer) => writer.updateVirtualKey({ ...key, slug: taken.slug, lastUpdatedAt: at(9_000) }, key.lastUpdatedAt)),
+          'slug',
+        )
+        expect(await store.findVirtualKey(seed.organisation.id, key.id)).toEqual(key)
+        expect(await store.findVirtualKey(seed.organisation.id, taken.slug)).toEqual(taken)
+      })
+
+      it('deletes a virtual key of the organisation and returns it', async () => {
+        const first = await bootstrapped()
+        const second = await bootstrapped()
+        const key = makeVirtualKey(first.organisation.id, first.workspace.id, {
+          sealedKeys: ['v1.k1.b', 'v1.k1.a'],
+          sealedModelConfig: 'v1.k1.config',
+          rateLimits: [{ type: 'tokens', unit: 'rpm', value: 1 }],
+        })
+        await arrange((writer) => writer.insertVirtualKey(key))
+        expect(await arrange((writer) => writer.deleteVirtualKey(second.organisation.id, key.id))).toBeNull()
+        expect(await store.findVirtualKey(first.organisation.id, key.id)).toEqual(key)
+        expect(await arrange((writer) => writer.deleteVirtualKey(first.organisation.id, key.id))).toEqual(key)
+        expect(await store.findVirtualKey(first.organisation.id, key.id)).toBeNull()
+        expect(await store.workspaceDependants(first.organisation.id, first.workspace.id)).toMatchObject({ virtualKeys: 0 })
+        expect(await arrange((writer) => writer.deleteVirtualKey(first.organisation.id, key.id))).toBeNull()
+      })
+
+      it('samples a sealed secret of any organisation: none at first, then a first key or a model config', async () => {
+        expect(await store.sampleSealedSecret()).toBeNull()
+        const first = await bootstrapped()
+        const second = await bootstrapped()
+        await arrange((writer) =>
+          writer.insertVirtualKey(makeVirtualKey(first.organisation.id, first.workspace.id, { sealedKeys: [], maskedKey: null })),
+        )
+        expect(await store.sampleSealedSecret()).toBeNull()
+
+        const configOnly = makeVirtualKey(second.organisation.id, second.workspace.id, {
+          sealedKeys: [],
+          maskedKey: null,
+          sealedModelConfig: 'v1.k1.config',
+        })
+        await arrange((writer) => writer.insertVirtualKey(configOnly))
+        expect(await store.sampleSealedSecret()).toBe('v1.k1.config')
+
+        const withKeys = makeVirtualKey(first.organisation.id, first.workspace.id, { sealedKeys: ['v1.k1.first', 'v1.k1.second'] })
+        await arrange((writer) => writer.insertVirtualKey(withKeys))
+        expect(['v1.k1.config', 'v1.k1.first']).toContain(await store.sampleSealedSecret())
+      })
+    })
+
     describe('write and the audit log', () => {
       it('stores the audit entry with the work and returns what the work returned', async () => {
         const seed = await bootstrapped()
@@ -1274,6 +1520,30 @@ export function describeAdminStoreContract(name: string, makeStore: () => Promis
         )
         expect(await store.findWorkspace(seed.organisation.id, workspace.id)).toBeNull()
         expect(await store.findApiKey(seed.organisation.id, key.id)).toBeNull()
+        expect(await auditsOf(seed.organisation.id)).toEqual([])
+      })
+
+      it('keeps nothing, audit entry included, when a virtual key insert of the work conflicts', async () => {
+        const seed = await bootstrapped()
+        const existing = makeVirtualKey(seed.organisation.id, seed.workspace.id)
+        await arrange((writer) => writer.insertVirtualKey(existing))
+        const workspace = makeWorkspace(seed.organisation.id)
+        const fresh = makeVirtualKey(seed.organisation.id, workspace.id)
+        const clash = makeVirtualKey(seed.organisation.id, workspace.id, { slug: existing.slug })
+
+        await expectConflict(
+          store.write(makeAudit(seed.organisation.id, { resourceType: 'virtual_key' }), async (writer) => {
+            await writer.insertWorkspace(workspace)
+            await writer.insertVirtualKey(fresh)
+            await writer.insertVirtualKey(clash)
+          }),
+          'slug',
+        )
+        expect(await store.findWorkspace(seed.organisation.id, workspace.id)).toBeNull()
+        expect(await store.findVirtualKey(seed.organisation.id, fresh.id)).toBeNull()
+        expect(await store.findVirtualKey(seed.organisation.id, clash.id)).toBeNull()
+        expect(await store.findVirtualKey(seed.organisation.id, existing.slug)).toEqual(existing)
+        expect(await store.workspaceDependants(seed.organisation.id, workspace.id)).toEqual({ apiKeys: 0, virtualKeys: 0, configs: 0 })
         expect(await auditsOf(seed.organisation.id)).toEqual([])
       })
 

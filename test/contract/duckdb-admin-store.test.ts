@@ -12,13 +12,14 @@ import {
   memberRow,
   organisationRow,
   userRow,
+  virtualKeyRow,
   workspaceRow,
 } from '../../adapters/embedded/duckdb-admin-rows.js'
 import { DuckDbAdminStore } from '../../adapters/embedded/duckdb-admin-store.js'
 import { conflictFor } from '../../adapters/embedded/duckdb-conflicts.js'
 import { DuckDbDatabase } from '../../adapters/embedded/duckdb-database.js'
 import { ADMIN_TABLES } from '../../adapters/embedded/duckdb-schema.js'
-import type { AuditEntry, BootstrapSeed, InviteRecord } from '../../core/ports.js'
+import type { AuditEntry, BootstrapSeed, InviteRecord, VirtualKeyRecord } from '../../core/ports.js'
 import { describeAdminStoreContract } from './admin-store.contract.js'
 
 const directories: string[] = []
@@ -113,6 +114,29 @@ function seed(): BootstrapSeed {
       createdAt: CREATED,
       lastUpdatedAt: CREATED,
     },
+  }
+}
+
+function virtualKey(organisationId: string, workspaceId: string, overrides: Partial<VirtualKeyRecord> = {}): VirtualKeyRecord {
+  return {
+    id: randomUUID(),
+    slug: 'main-258f4d',
+    organisationId,
+    workspaceId,
+    name: 'Main',
+    note: null,
+    provider: 'openai',
+    sealedKeys: ['v1.k1.sealed'],
+    maskedKey: 'sk********xyz',
+    customHost: null,
+    sealedModelConfig: null,
+    rateLimits: [],
+    usageLimits: null,
+    status: 'active',
+    expiresAt: null,
+    createdAt: CREATED,
+    lastUpdatedAt: CREATED,
+    ...overrides,
   }
 }
 
@@ -229,6 +253,16 @@ describe('DuckDbAdminStore on a file', () => {
     await expect(store.write(audit(orgId), (writer) => writer.insertMember(records.membership))).rejects.toMatchObject({
       message: 'The user is already a member of this workspace',
       param: 'userId',
+    })
+    const key = virtualKey(orgId, records.workspace.id)
+    await store.write(audit(orgId), (writer) => writer.insertVirtualKey(key))
+    await expect(store.write(audit(orgId), (writer) => writer.insertVirtualKey({ ...key, id: randomUUID() }))).rejects.toMatchObject({
+      message: 'A virtual key with this slug already exists in the organisation',
+      param: 'slug',
+    })
+    await expect(store.write(audit(orgId), (writer) => writer.insertVirtualKey({ ...key, slug: 'another' }))).rejects.toMatchObject({
+      message: 'A virtual key with this id already exists',
+      param: 'id',
     })
     await expect(store.bootstrap(records)).rejects.toMatchObject({ message: 'An organisation with this id already exists', param: 'id' })
   })
@@ -420,6 +454,7 @@ describe('DuckDB admin rows', () => {
       workspace_members: memberRow(records.membership),
       invites: inviteRow(invite),
       api_keys: apiKeyRow(records.adminKey),
+      virtual_keys: virtualKeyRow(virtualKey(records.organisation.id, records.workspace.id)),
       audit_log: auditRow(audit(null)),
     }
     for (const [table, row] of Object.entries(written)) {
@@ -516,6 +551,12 @@ describe('DuckDbAdminStore migration from the first release', () => {
     expect(await store.listMembershipsOfUser(orgId, userId)).toHaveLength(1)
     expect((await store.listAuditEntries(orgId, {}, { offset: 0, limit: 10 })).total).toBe(1)
 
+    // The first release had no virtual keys: the table is created on start and takes part in the cascade.
+    const providerKey = virtualKey(orgId, workspaceId)
+    await store.write(audit(orgId), (writer) => writer.insertVirtualKey(providerKey))
+    expect(await store.findVirtualKey(orgId, providerKey.slug)).toEqual(providerKey)
+    expect(await store.workspaceDependants(orgId, workspaceId)).toEqual({ apiKeys: 1, virtualKeys: 1, configs: 0 })
+
     // The filled columns are NOT NULL like in a fresh file, and a second start changes nothing.
     const check = await reopened.openSession()
     const nullable = await check.query(
@@ -523,7 +564,10 @@ describe('DuckDbAdminStore migration from the first release', () => {
        WHERE is_nullable = 'YES' AND column_name IN ('last_updated_at', 'usage_limits', 'rate_limits', 'alert_emails')
        ORDER BY table_name, column_name`,
     )
-    expect(nullable).toEqual([{ table_name: 'api_keys', column_name: 'usage_limits' }])
+    expect(nullable).toEqual([
+      { table_name: 'api_keys', column_name: 'usage_limits' },
+      { table_name: 'virtual_keys', column_name: 'usage_limits' },
+    ])
     await check.close()
     await store.close()
     const again = new DuckDbAdminStore(reopened)

@@ -261,6 +261,9 @@ describe('plugin switches', () => {
           log: { enabled: false },
           'admin-api': { enabled: false },
           audit: { enabled: false },
+          'virtual-key': { enabled: false },
+          'rate-limit': { enabled: false },
+          budget: { enabled: false },
         },
       },
     })

@@ -36,6 +36,7 @@ const serviceKey: Principal = {
   userId: null,
   scopes: new Set(),
   credentialHeader: 'x-gateway-api-key',
+  limitSubjects: [],
 }
 
 describe('maskSecrets', () => {

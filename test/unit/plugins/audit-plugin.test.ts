@@ -88,6 +88,7 @@ const ADMIN_PRINCIPAL: Principal = {
   userId: null,
   scopes: new Set(['workspaces.create']),
   credentialHeader: 'x-gateway-api-key',
+  limitSubjects: [],
 }
 
 function routeOf(id: string) {

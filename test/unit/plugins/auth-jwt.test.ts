@@ -276,6 +276,8 @@ describe('JWT authentication (static JWKS)', () => {
       userId: null,
       scopes: new Set(['completions.write', 'logs.view']),
       credentialHeader: 'x-gateway-api-key',
+      // A JWT has no API key: only its workspace's limits apply.
+      limitSubjects: [{ kind: 'workspace', id: first.workspace.id, label: `workspace ${first.workspace.slug}`, rateLimits: [], usageLimits: [] }],
     })
   })
 

@@ -1,0 +1,279 @@
+/**
+ * `RateLimiter` on Redis (or Redis Cluster): token buckets checked and updated by one Lua script per
+ * call, so all limits of a request cost one round trip and hold exactly across gateway instances.
+ *
+ * - State: one hash per bucket, `{tokens, ts}` (tokens at epoch ms `ts`). The math is the same as
+ *   the in-process adapter's (`refillBucket` in adapters/memory/in-process-rate-limiter.ts): refill
+ *   at `capacity / window`, never above capacity, time never runs backwards. A key expires once the
+ *   bucket would be full again and at least two windows passed without use.
+ * - `acquire` reads every bucket, refuses with the first one short of `take + require` (and writes
+ *   nothing), or takes from all. `charge` subtracts real usage (a bucket may go below zero).
+ * - Scripts are loaded with SCRIPT LOAD at start and run with EVALSHA; a NOSCRIPT reply (a restarted
+ *   or failed-over server, a new cluster node) falls back to EVAL, which caches the script again.
+ * - Redis Cluster: a script may only touch keys of one slot, so every key of one call must carry the
+ *   same hash tag (the plugin uses `{<workspace UUID>}`). Select it with `?cluster=true` on the URL,
+ *   e.g. `redis://10.0.0.1:6379?cluster=true`: the node named is the seed, the others are discovered.
+ * - Failures are fast, never queued: commands fail at once while the connection is down (no offline
+ *   queue) and after `commandTimeoutMs` when Redis stalls, so the plugin's fail-open or fail-closed
+ *   policy applies within that time; ioredis reconnects in the background.
+ */
+import { createHash } from 'node:crypto'
+import { Cluster, Redis } from 'ioredis'
+import type { HealthStatus } from '../../core/ports.js'
+import { MAX_BUCKET_TTL_MS, type BucketAcquire, type BucketSpec, type RateLimitDecision, type RateLimiter } from '../../core/rate-limits.js'
+import { maskRedisUrl } from './redis-change-notifier.js'
+
+
+/**
+ * KEYS: bucket keys. ARGV[1]: now (ms); then per key: capacity, window (ms), take, require.
+ * Returns {-1, 0} when allowed, else {refusing index (0-based), wait ms}.
+ */
+export const ACQUIRE_SCRIPT = `
+local MAX_TTL = ${MAX_BUCKET_TTL_MS}
+local now = tonumber(ARGV[1])
+local tokens, stamps, ttls = {}, {}, {}
+for i = 1, #KEYS do
+  local key = KEYS[i]
+  local base = 2 + (i - 1) * 4
+  local capacity = tonumber(ARGV[base])
+  local window = tonumber(ARGV[base + 1])
+  local take = tonumber(ARGV[base + 2])
+  local need = take + tonumber(ARGV[base + 3])
+  local t, ts = tokens[key], stamps[key]
+  if t == nil then
+    local state = redis.call('HMGET', key, 'tokens', 'ts')
+    t, ts = tonumber(state[1]), tonumber(state[2])
+    if t == nil or ts == nil then t, ts = capacity, now end
+  end
+  if now > ts then
+    if capacity > 0 then t = t + (now - ts) * capacity / window end
+    ts = now
+  end
+  if t > capacity then t = capacity end
+  if t < need then
+    local wait = window
+    if need <= capacity and capacity > 0 then wait = math.ceil((need - t) * window / capacity) end
+    return {i - 1, wait}
+  end
+  t = t - take
+  tokens[key], stamps[key] = t, ts
+  local ttl = 2 * window
+  if capacity > 0 then
+    local full = math.ceil((capacity - t) * window / capacity)
+    if full > ttl then ttl = full end
+  end
+  if ttl > MAX_TTL then ttl = MAX_TTL end
+  ttls[key] = ttl
+end
+for key, t in pairs(tokens) do
+  redis.call('HSET', key, 'tokens', string.format('%.17g', t), 'ts', string.format('%.17g', stamps[key]))
+  redis.call('PEXPIRE', key, string.format('%d', ttls[key]))
+end
+return {-1, 0}
+`
+
+/** KEYS: bucket keys. ARGV[1]: now (ms); then per key: capacity, window (ms), amount. */
+export const CHARGE_SCRIPT = `
+local MAX_TTL = ${MAX_BUCKET_TTL_MS}
+local now = tonumber(ARGV[1])
+for i = 1, #KEYS do
+  local key = KEYS[i]
+  local base = 2 + (i - 1) * 3
+  local capacity = tonumber(ARGV[base])
+  local window = tonumber(ARGV[base + 1])
+  local amount = tonumber(ARGV[base + 2])
+  local state = redis.call('HMGET', key, 'tokens', 'ts')
+  local t, ts = tonumber(state[1]), tonumber(state[2])
+  if t == nil or ts == nil then t, ts = capacity, now end
+  if now > ts then
+    if capacity > 0 then t = t + (now - ts) * capacity / window end
+    ts = now
+  end
+  if t > capacity then t = capacity end
+  t = t - amount
+  local ttl = 2 * window
+  if capacity > 0 then
+    local full = math.ceil((capacity - t) * window / capacity)
+    if full > ttl then ttl = full end
+  end
+  if ttl > MAX_TTL then ttl = MAX_TTL end
+  redis.call('HSET', key, 'tokens', string.format('%.17g', t), 'ts', string.format('%.17g', ts))
+  redis.call('PEXPIRE', key, string.format('%d', ttl))
+end
+return 0
+`
+
+export interface RedisRateLimiterOptions {
+  /**
+   * `redis://[user:password@]host[:port][/db]` or `rediss://...` (TLS); append `?cluster=true` for
+   * Redis Cluster (the host is the seed node).
+   */
+  readonly url: string
+  /** A command not answered within this fails (and the plugin's failure policy applies); default 1000 ms. */
+  readonly commandTimeoutMs?: number
+  /** How long `start()` waits for the connection; default 10 s. */
+  readonly startTimeoutMs?: number
+  /** Name shown in Redis `CLIENT LIST`; default `gateway-rate-limiter`. */
+  readonly connectionName?: string
+}
+
+interface Script {
+  readonly source: string
+  readonly sha: string
+}
+
+function script(source: string): Script {
+  return { source, sha: createHash('sha1').update(source).digest('hex') }
+}
+
+const ACQUIRE = script(ACQUIRE_SCRIPT)
+const CHARGE = script(CHARGE_SCRIPT)
+const ALLOWED: RateLimitDecision = Object.freeze({ allowed: true })
+const DEFAULT_COMMAND_TIMEOUT_MS = 1_000
+const DEFAULT_START_TIMEOUT_MS = 10_000
+const QUIT_TIMEOUT_MS = 2_000
+const MAX_RETRY_DELAY_MS = 1_000
+
+/** Whether the URL asks for Redis Cluster (`?cluster=true`). */
+export function isClusterUrl(url: string): boolean {
+  try {
+    return new URL(url).searchParams.get('cluster') === 'true'
+  } catch {
+    return false
+  }
+}
+
+function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error)
+}
+
+function retryStrategy(attempt: number): number {
+  return Math.min(50 * 2 ** (attempt - 1), MAX_RETRY_DELAY_MS) + Math.floor(Math.random() * 100)
+}
+
+export class RedisRateLimiter implements RateLimiter {
+  readonly #url: string
+  readonly #startTimeoutMs: number
+  readonly #client: Redis | Cluster
+  #lastError: string | null = null
+  #closed = false
+
+  constructor(options: RedisRateLimiterOptions) {
+    if (!/^rediss?:\/\//.test(options.url)) throw new Error('RedisRateLimiter: the URL must start with redis:// or rediss://')
+    this.#url = options.url
+    this.#startTimeoutMs = options.startTimeoutMs ?? DEFAULT_START_TIMEOUT_MS
+    const commandTimeout = options.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS
+    const connectionName = options.connectionName ?? 'gateway-rate-limiter'
+    if (isClusterUrl(options.url)) {
+      const parsed = new URL(options.url)
+      this.#client = new Cluster([{ host: parsed.hostname.replace(/^\[|\]$/g, ''), port: Number(parsed.port || 6379) }], {
+        lazyConnect: true,
+        enableOfflineQueue: false,
+        clusterRetryStrategy: retryStrategy,
+        redisOptions: {
+          connectionName,
+          commandTimeout,
+          maxRetriesPerRequest: 0,
+          ...(parsed.username === '' ? {} : { username: decodeURIComponent(parsed.username) }),
+          ...(parsed.password === '' ? {} : { password: decodeURIComponent(parsed.password) }),
+          ...(parsed.protocol === 'rediss:' ? { tls: {} } : {}),
+        },
+      })
+    } else {
+      this.#client = new Redis(options.url, {
+        lazyConnect: true,
+        // Fail at once while disconnected: a request must not wait for a reconnect.
+        enableOfflineQueue: false,
+        maxRetriesPerRequest: 0,
+        commandTimeout,
+        connectionName,
+        retryStrategy,
+      })
+    }
+    // Without an 'error' listener ioredis prints every failed reconnect attempt itself.
+    this.#client.on('error', (error: unknown) => {
+      this.#lastError = errorMessage(error)
+    })
+  }
+
+  /** Connects (failing after `startTimeoutMs` with a message naming `REDIS_URL`) and loads the scripts. */
+  async start(): Promise<void> {
+    await this.#waitReady()
+    const nodes = this.#client instanceof Cluster ? this.#client.nodes('master') : [this.#client]
+    await Promise.all(nodes.flatMap((node) => [node.script('LOAD', ACQUIRE.source), node.script('LOAD', CHARGE.source)]))
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return
+    this.#closed = true
+    const client = this.#client
+    if (client.status === 'end' || client.status === 'wait') {
+      client.disconnect()
+      return
+    }
+    let timer: NodeJS.Timeout | undefined
+    const timedOut = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, QUIT_TIMEOUT_MS)
+    })
+    try {
+      await Promise.race([client.quit().then(() => undefined), timedOut])
+    } catch {
+      // Already closing: disconnect below settles it either way.
+    } finally {
+      clearTimeout(timer)
+      client.disconnect()
+    }
+  }
+
+  async health(): Promise<HealthStatus> {
+    if (this.#closed) return { ok: false, detail: 'closed' }
+    if (this.#client.status === 'ready') return { ok: true }
+    return { ok: false, detail: `redis ${this.#client.status}${this.#lastError === null ? '' : `: ${this.#lastError}`}` }
+  }
+
+  async acquire(requests: readonly BucketAcquire[], nowMs: number): Promise<RateLimitDecision> {
+    if (requests.length === 0) return ALLOWED
+    const argv: Array<string | number> = [Math.floor(nowMs)]
+    for (const { bucket, take, require } of requests) argv.push(bucket.capacity, bucket.windowMs, take, require)
+    const keys = requests.map((request) => request.bucket.key)
+    const [index, wait] = (await this.#run(ACQUIRE, keys, argv)) as [number, number]
+    if (index < 0) return ALLOWED
+    return { allowed: false, index, retryAfterMs: wait }
+  }
+
+  async charge(charges: ReadonlyArray<{ readonly bucket: BucketSpec; readonly amount: number }>, nowMs: number): Promise<void> {
+    if (charges.length === 0) return
+    const argv: Array<string | number> = [Math.floor(nowMs)]
+    for (const { bucket, amount } of charges) argv.push(bucket.capacity, bucket.windowMs, amount)
+    await this.#run(CHARGE, charges.map((entry) => entry.bucket.key), argv)
+  }
+
+  async #run(script: Script, keys: readonly string[], argv: ReadonlyArray<string | number>): Promise<unknown> {
+    try {
+      return await this.#client.evalsha(script.sha, keys.length, ...keys, ...argv)
+    } catch (error) {
+      if (!errorMessage(error).startsWith('NOSCRIPT')) throw error
+      return this.#client.eval(script.source, keys.length, ...keys, ...argv)
+    }
+  }
+
+  #waitReady(): Promise<void> {
+    const client = this.#client
+    return new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        client.off('ready', onReady)
+        client.disconnect()
+        const cause = this.#lastError === null ? '' : ` (last error: ${this.#lastError})`
+        reject(new Error(`rate limiter cannot reach Redis at REDIS_URL=${maskRedisUrl(this.#url)} within ${this.#startTimeoutMs} ms${cause}`))
+      }, this.#startTimeoutMs)
+      const onReady = (): void => {
+        clearTimeout(timer)
+        resolve()
+      }
+      if (client.status === 'ready') return onReady()
+      client.once('ready', onReady)
+      // The first failed attempt rejects connect(); ioredis keeps retrying, and the timer decides.
+      client.connect().catch(() => {})
+    })
+  }
+}

@@ -1,0 +1,173 @@
+/**
+ * Budgets (API.md §6): `usage_limits` in USD or tokens on API keys, workspaces and virtual keys,
+ * reserved before forwarding and settled after, so concurrent requests overshoot a limit by at
+ * most the reservations in flight when it was reached.
+ *
+ * Pieces:
+ * - `BudgetLedger`: running usage per counter (Redis or in process); atomic reserve and settle.
+ * - `UsageStore`: the persisted total of every counter and the manual resets (DuckDB or MongoDB),
+ *   so a restart or a Redis flush loses no spend: a ledger that does not know a counter says so,
+ *   and the counter is seeded from the store before it is used.
+ * - `PriceTable`: USD per million tokens per (provider, model), from `config/pricing.json`.
+ * - `BudgetAccounts`: what the Admin API shows and does (current usage, `reset_usage`).
+ *
+ * Counters: one per (entity, usage limit, period). Its key names the workspace as a hash tag
+ * (`{<workspace UUID>}`, so every counter of one request lives in one Redis Cluster slot), the
+ * entity, the limit's index and type, and the period start: a periodic reset, or `reset_usage`,
+ * simply starts using a new key. Amounts are non-negative integers: tokens, or nano-USD
+ * (USD × 10⁹) for cost limits, so sums are exact everywhere.
+ */
+import type { UsageLimitRule } from './admin-records.js'
+import type { LimitSubject } from './context.js'
+import type { Service, Token } from './ports.js'
+
+/** USD amounts are kept as integers in this unit (1 USD = 10⁹). */
+export const NANO_USD_PER_USD = 1_000_000_000
+
+/** A budget counter of one entity, limit and period (the period start is part of the key). */
+export interface BudgetCounter {
+  readonly key: string
+  /** The limit in the counter's integer unit (tokens or nano-USD). */
+  readonly limit: number
+  /** Epoch ms after which the counter may be forgotten (its period is over); `null` for lifetime limits. */
+  readonly expiresAt: number | null
+}
+
+export type ReserveDecision =
+  /** Reserved on every counter; `lease` identifies the reservation for `settle`. */
+  | { readonly kind: 'reserved'; readonly lease: number }
+  /** Counter `index` is used up (usage plus reservations in flight reach its limit); nothing was reserved. */
+  | { readonly kind: 'refused'; readonly index: number; readonly used: number }
+  /** The ledger does not know these counters (never seen, flushed, restarted); nothing was reserved: seed them and retry. */
+  | { readonly kind: 'unknown'; readonly indexes: readonly number[] }
+
+/**
+ * Where running usage lives (Redis or in process). Amounts are non-negative integers.
+ *
+ * `reserve` is all or nothing across counters. It admits a request while every counter has budget
+ * left that no reservation claims yet (`used + reserved < limit`) and then reserves the request's
+ * worst-case amount on each. So a counter never ends above its limit plus one worst-case
+ * reservation, however many requests run at once, and once the limit is reached every request is
+ * refused until the period ends. A counter the ledger does not hold yields `unknown` and nothing
+ * changes. Rejects when the ledger cannot be reached (the budget plugin fails closed).
+ *
+ * Reservations of a request that never settles (a crashed instance) lapse after the ledger's lease
+ * time, so they cannot hold a budget forever.
+ */
+export interface BudgetLedger extends Service {
+  reserve(items: ReadonlyArray<{ readonly counter: BudgetCounter; readonly amount: number }>, nowMs: number): Promise<ReserveDecision>
+  /** Sets the usage of counters the ledger does not hold yet (a held counter is left alone). */
+  seed(items: ReadonlyArray<{ readonly counter: BudgetCounter; readonly used: number }>): Promise<void>
+  /**
+   * Replaces each reservation of `lease` by the real amount, atomically, and returns each
+   * counter's new usage; `null` for a counter the ledger no longer holds (flushed or expired: it
+   * is not recreated, the next `reserve` seeds it from the persisted total).
+   */
+  settle(
+    items: ReadonlyArray<{ readonly counter: BudgetCounter; readonly reserved: number; readonly actual: number }>,
+    lease: number,
+  ): Promise<ReadonlyArray<number | null>>
+  /** Current usage (reservations excluded) of each key; `null` when the ledger does not hold it. */
+  peek(keys: readonly string[]): Promise<ReadonlyArray<number | null>>
+}
+export const BudgetLedger = Symbol.for('gateway:BudgetLedger') as Token<BudgetLedger>
+
+/** An entity that carries usage limits. */
+export interface BudgetEntity {
+  readonly kind: LimitSubject['kind']
+  /** UUID of the entity. */
+  readonly id: string
+}
+
+/** A manual reset (`reset_usage`) of every usage limit of an entity. */
+export interface BudgetReset extends BudgetEntity {
+  /** Epoch ms; usage counts from here. */
+  readonly resetAt: number
+}
+
+/**
+ * Persisted budget usage (the admin store's database: DuckDB or MongoDB). Writes come from the
+ * budget plugin after replies, never on the request path; reads seed ledger counters and serve the
+ * Admin API. Rejects when the store cannot be reached.
+ */
+export interface UsageStore extends Service {
+  /** Adds settled amounts to the persisted totals of counter keys (creating them), atomically per call. */
+  add(entries: ReadonlyArray<{ readonly key: string; readonly amount: number }>): Promise<void>
+  /** The persisted total of each key (0 for a key never written). */
+  totals(keys: readonly string[]): Promise<readonly number[]>
+  /** Records a manual reset; a later reset of the same entity replaces an earlier one. */
+  recordReset(reset: BudgetReset): Promise<void>
+  /** The latest reset of every entity ever reset. */
+  listResets(): Promise<readonly BudgetReset[]>
+}
+export const UsageStore = Symbol.for('gateway:UsageStore') as Token<UsageStore>
+
+/** Prices of one model in USD per million tokens. */
+export interface ModelPrice {
+  readonly input: number
+  readonly output: number
+  /** Input tokens read from the provider's prompt cache; `null` → the input price. */
+  readonly cachedInput: number | null
+  /** Reasoning tokens, where a provider prices them apart from output; `null` → the output price. */
+  readonly reasoning: number | null
+}
+
+/** The price table (`config/pricing.json`, overridable by config). */
+export interface PriceTable {
+  /**
+   * The price of `model` at `provider`; with `provider` `null`, the highest price any provider
+   * lists for that model (a worst case). A dated model id (`gpt-4o-2024-08-06`) matches its
+   * longest listed prefix. `null` when the model is not listed.
+   */
+  find(provider: string | null, model: string): ModelPrice | null
+}
+export const PriceTable = Symbol.for('gateway:PriceTable') as Token<PriceTable>
+
+/** One usage limit of an entity as the Admin API shows it. */
+export interface BudgetUsage {
+  /** In the limit's unit: USD or tokens. */
+  readonly currentUsage: number
+  /** ISO 8601 start of the current period (periodic reset or `reset_usage`); `null` for a lifetime limit never reset. */
+  readonly lastResetAt: string | null
+  /** Current usage reached the limit. */
+  readonly exhausted: boolean
+}
+
+/** Budget state for the Admin API. */
+export interface BudgetAccounts {
+  /** The current-period usage of each of the entity's limits, in order; `null` when budgets are not tracked. */
+  usage(entity: BudgetEntity, workspaceId: string, rules: readonly UsageLimitRule[]): Promise<readonly BudgetUsage[] | null>
+  /** `reset_usage`: every limit of the entity starts a new period now, on every instance. */
+  reset(entity: BudgetEntity): Promise<void>
+}
+export const BudgetAccounts = Symbol.for('gateway:BudgetAccounts') as Token<BudgetAccounts>
+
+/** What the Admin API sees when the budget plugin is disabled: nothing is counted, nothing to reset. */
+export const UNTRACKED_BUDGETS: BudgetAccounts = Object.freeze({
+  usage: async () => null,
+  reset: async () => {},
+})
+
+/** Change-notifier channel of manual resets; messages are `<kind>:<id>:<resetAt ms>`, or `*`. */
+export const BUDGET_RESET_CHANNEL = 'budget-resets'
+
+/** One counter a request reserved on. */
+export interface BudgetHoldItem {
+  readonly counter: BudgetCounter
+  /** Reserved amount (counter unit). */
+  readonly amount: number
+  readonly unit: 'cost' | 'tokens'
+  readonly subject: LimitSubject
+  /** Crossing it records an alert (counter unit); `null` without a threshold. */
+  readonly alertAt: number | null
+  /** When the counter's period ends (epoch ms), or `null` for a lifetime limit. */
+  readonly resetsAt: number | null
+}
+
+/** What the budget plugin reserved for one request. */
+export interface BudgetHold {
+  readonly items: readonly BudgetHoldItem[]
+  readonly lease: number
+  /** Workspace UUID of the counters (their hash tag). */
+  readonly workspaceId: string
+}

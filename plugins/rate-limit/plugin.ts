@@ -1,0 +1,173 @@
+/**
+ * rate-limit: `rate_limits` of the API key, its workspace and the virtual key (API.md §6).
+ * Phases: onAccess (priority 700: after auth, scope-check and virtual-key, before budget; the body is
+ * parsed, so `tokens` rules see `max_tokens`), onLog (charges the real token usage).
+ * Reads `ctx.principal.limitSubjects`, `ctx.virtualKey`, `ctx.body` (or `ctx.rawBody` on
+ * pass-through), `ctx.usage`, `ctx.target`; writes `ctx.rateLimitHold`.
+ * Without auth (no principal) there is nothing to limit and every request passes.
+ * Rules: one token bucket per (entity, rule), capacity `value`, refilled over the unit's window.
+ * `requests` rules take 1; `tokens` rules need `max_tokens` (or `max_completion_tokens`, default 1)
+ * available, and are charged `usage.totalTokens` after the reply (only when the request reached a
+ * provider, so cache hits are free). A rule with value 0 blocks. Refused → 429 `GW_RATE_LIMITED`
+ * with `Retry-After` (seconds) and the entity named by its masked label.
+ * I/O: at most one limiter call per request (one Redis round trip: a Lua script checks every bucket,
+ * all or nothing), none when no subject has rules; the charge is one more call after the reply,
+ * off the request path, only for `tokens` rules.
+ * Failure policy: by config. When the limiter fails, `failMode: open` (default) lets the request
+ * pass, `closed` answers 503 `GW_RATE_LIMIT_UNAVAILABLE`; a failed charge is dropped. Every failure
+ * is counted (`stats()`) and logged at warn (at most one line per 10 s, with the count).
+ */
+import type { LimitSubject, RequestContext } from '../../core/context.js'
+import { ERRORS, gatewayError, type GatewayError } from '../../core/errors.js'
+import type { GatewayPlugin } from '../../core/plugin.js'
+import type { Clock, Logger } from '../../core/ports.js'
+import type { BucketAcquire, BucketSpec, RateLimitDecision, RateLimiter } from '../../core/rate-limits.js'
+import { compileRules, refusalMessage, retryAfterSeconds, tokenEstimate, tokenEstimateOfRaw, type CompiledRule } from './buckets.js'
+import type { RateLimitConfig } from './config.js'
+
+/** Counters since start (the plugin has no metrics registry of its own). */
+export interface RateLimitStats {
+  /** Requests refused with 429. */
+  readonly refused: number
+  /** Limiter calls that failed before forwarding (each passed or got 503 per `failMode`). */
+  readonly acquireErrors: number
+  /** Usage charges that failed after the reply (that usage was not counted). */
+  readonly chargeErrors: number
+}
+
+const FAILURE_LOG_INTERVAL_MS = 10_000
+
+interface Compiled {
+  readonly tag: string
+  readonly rules: readonly CompiledRule[]
+}
+
+function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error)
+}
+
+export class RateLimitPlugin implements GatewayPlugin {
+  readonly #failClosed: boolean
+  readonly #limiter: RateLimiter
+  readonly #clock: Clock
+  readonly #logger: Logger
+  /** Subjects are cached with their principal (auth, virtual-key), so their buckets are built once. */
+  readonly #compiled = new WeakMap<LimitSubject, Compiled>()
+  #refused = 0
+  #acquireErrors = 0
+  #chargeErrors = 0
+  #nextFailureLog = 0
+  #unloggedFailures = 0
+
+  constructor(config: RateLimitConfig, limiter: RateLimiter, clock: Clock, logger: Logger) {
+    this.#failClosed = config.failMode === 'closed'
+    this.#limiter = limiter
+    this.#clock = clock
+    this.#logger = logger
+  }
+
+  stats(): RateLimitStats {
+    return { refused: this.#refused, acquireErrors: this.#acquireErrors, chargeErrors: this.#chargeErrors }
+  }
+
+  async onAccess(ctx: RequestContext): Promise<GatewayError | undefined> {
+    const principal = ctx.principal
+    if (principal === null) return undefined
+    const subjects = principal.limitSubjects
+    const virtualKey = ctx.virtualKey
+    // Hot path: most requests carry no rules at all and must not reach the limiter.
+    let any = virtualKey !== null && virtualKey.rateLimits.length > 0
+    for (let i = 0; !any && i < subjects.length; i++) any = (subjects[i] as LimitSubject).rateLimits.length > 0
+    if (!any) return undefined
+
+    // Every subject of a request belongs to the caller's workspace (admin keys never get here:
+    // scope-check refuses them on the data plane), so its UUID is the one hash tag of the request.
+    const tag = principal.workspaceId ?? principal.keyId
+    const rules: CompiledRule[] = []
+    for (const subject of subjects) if (subject.rateLimits.length > 0) rules.push(...this.#rulesOf(subject, tag))
+    if (virtualKey !== null && virtualKey.rateLimits.length > 0) rules.push(...this.#rulesOf(virtualKey, tag))
+
+    let estimate = 0
+    const requests: BucketAcquire[] = new Array(rules.length)
+    let tokenBuckets: BucketSpec[] | null = null
+    for (let i = 0; i < rules.length; i++) {
+      const rule = rules[i] as CompiledRule
+      if (rule.type === 'requests') {
+        requests[i] = { bucket: rule.bucket, take: 1, require: 0 }
+      } else {
+        if (estimate === 0) estimate = ctx.body !== null ? tokenEstimate(ctx.body) : tokenEstimateOfRaw(ctx.rawBody, ctx.headers['content-type'])
+        requests[i] = { bucket: rule.bucket, take: 0, require: estimate }
+        ;(tokenBuckets ??= []).push(rule.bucket)
+      }
+    }
+
+    let decision: RateLimitDecision
+    try {
+      decision = await this.#limiter.acquire(requests, this.#clock.now())
+    } catch (error) {
+      this.#acquireErrors++
+      this.#noteFailure('acquire', error)
+      return this.#failClosed ? gatewayError(ERRORS.GW_RATE_LIMIT_UNAVAILABLE) : undefined
+    }
+    if (!decision.allowed) {
+      this.#refused++
+      const rule = rules[decision.index] as CompiledRule
+      return gatewayError(ERRORS.GW_RATE_LIMITED, refusalMessage(rule, estimate), {
+        headers: [['retry-after', String(retryAfterSeconds(decision.retryAfterMs))]],
+      })
+    }
+    if (tokenBuckets !== null) ctx.rateLimitHold = { tokenBuckets }
+    return undefined
+  }
+
+  onLog(ctx: RequestContext): void {
+    if (ctx.rateLimitHold === null) return
+    // forward fills `ctx.usage` in its own onLog, which runs after this one (lower priority): every
+    // onLog hook is synchronous, so a microtask sees the finished context.
+    queueMicrotask(() => this.#charge(ctx))
+  }
+
+  #charge(ctx: RequestContext): void {
+    const hold = ctx.rateLimitHold
+    const usage = ctx.usage
+    // No provider call (a cache hit, an error before forwarding) or no reported usage: nothing to charge.
+    if (hold === null || usage === null || ctx.target === null || !(usage.totalTokens > 0)) return
+    const amount = usage.totalTokens
+    this.#limiter
+      .charge(hold.tokenBuckets.map((bucket) => ({ bucket, amount })), this.#clock.now())
+      .catch((error: unknown) => {
+        this.#chargeErrors++
+        this.#noteFailure('charge', error)
+      })
+  }
+
+  #rulesOf(subject: LimitSubject, tag: string): readonly CompiledRule[] {
+    const cached = this.#compiled.get(subject)
+    if (cached !== undefined && cached.tag === tag) return cached.rules
+    const rules = compileRules(subject, tag)
+    this.#compiled.set(subject, { tag, rules })
+    return rules
+  }
+
+  /** Logs a limiter failure, at most once per interval (an outage would otherwise log every request). */
+  #noteFailure(operation: 'acquire' | 'charge', error: unknown): void {
+    const now = this.#clock.now()
+    if (now < this.#nextFailureLog) {
+      this.#unloggedFailures++
+      return
+    }
+    this.#nextFailureLog = now + FAILURE_LOG_INTERVAL_MS
+    const suppressed = this.#unloggedFailures
+    this.#unloggedFailures = 0
+    const effect =
+      operation === 'charge' ? 'token usage not charged' : this.#failClosed ? 'requests refused with 503 (failMode closed)' : 'requests pass unlimited (failMode open)'
+    try {
+      this.#logger.warn(
+        { operation, error: errorMessage(error), acquireErrors: this.#acquireErrors, chargeErrors: this.#chargeErrors, suppressed },
+        `rate limiter unavailable: ${effect}`,
+      )
+    } catch {
+      // A broken logger must not turn a limiter outage into failed requests.
+    }
+  }
+}
