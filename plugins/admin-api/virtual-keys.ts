@@ -17,6 +17,7 @@
 import { randomBytes, randomUUID } from 'node:crypto'
 import { z } from 'zod'
 import { maskSecrets } from '../../core/audit.js'
+import type { BudgetUsage } from '../../core/budgets.js'
 import { ERRORS, GatewayError, isGatewayError } from '../../core/errors.js'
 import { jsonReply, type Reply } from '../../core/plugin.js'
 import { CHANGE_CHANNELS, type VirtualKeyRecord, type WorkspaceRecord } from '../../core/ports.js'
@@ -24,6 +25,7 @@ import { maskSecret } from '../../core/secrets.js'
 import { canManage, targetWorkspace, visibleWorkspace } from './access.js'
 import { rateLimitsOf, usageLimitOf } from './inputs.js'
 import {
+  budgetUsage,
   commit,
   forbidden,
   invalid,
@@ -166,7 +168,13 @@ function providerKeysOf(input: { key?: string | undefined; keys?: string[] | und
 }
 
 /** The response object. Never contains a provider key: only its masked form and how many there are. */
-export function virtualKeyView(deps: AdminDeps, key: VirtualKeyRecord, workspaceSlug: string, nowMs: number): Record<string, unknown> {
+export function virtualKeyView(
+  deps: AdminDeps,
+  key: VirtualKeyRecord,
+  workspaceSlug: string,
+  nowMs: number,
+  usage?: readonly BudgetUsage[],
+): Record<string, unknown> {
   const expired = key.expiresAt !== null && Date.parse(key.expiresAt) <= nowMs
   return {
     object: 'virtual-key',
@@ -180,14 +188,19 @@ export function virtualKeyView(deps: AdminDeps, key: VirtualKeyRecord, workspace
     keys_count: key.sealedKeys.length,
     custom_host: key.customHost,
     model_config: key.sealedModelConfig === null ? null : maskSecrets(JSON.parse(deps.cipher.open(key.sealedModelConfig))),
-    usage_limits: key.usageLimits === null ? null : usageLimitView(key.usageLimits),
+    usage_limits: key.usageLimits === null ? null : usageLimitView(key.usageLimits, usage?.[0]),
     rate_limits: rateLimitsView(key.rateLimits),
-    status: expired ? 'expired' : key.status,
+    status: expired ? 'expired' : usage?.[0]?.exhausted === true ? 'exhausted' : key.status,
     expires_at: key.expiresAt,
     workspace_id: workspaceSlug,
     created_at: key.createdAt,
     last_updated_at: key.lastUpdatedAt,
   }
+}
+
+/** The budget state of the virtual key's usage limit (see `budgetUsage`). */
+function keyUsage(deps: AdminDeps, key: VirtualKeyRecord): Promise<readonly BudgetUsage[] | undefined> {
+  return budgetUsage(deps, { kind: 'virtual-key', id: key.id }, key.workspaceId, key.usageLimits === null ? [] : [key.usageLimits])
 }
 
 interface Found {
@@ -299,7 +312,7 @@ async function listVirtualKeys(request: AdminRequest): Promise<Reply | GatewayEr
       slug = (await deps.store.findWorkspace(principal.organisationId, key.workspaceId))?.slug ?? key.workspaceId
       slugs.set(key.workspaceId, slug)
     }
-    data.push(virtualKeyView(deps, key, slug, now))
+    data.push(virtualKeyView(deps, key, slug, now, await keyUsage(deps, key)))
   }
   return jsonReply(200, listView(page.total, data))
 }
@@ -307,7 +320,7 @@ async function listVirtualKeys(request: AdminRequest): Promise<Reply | GatewayEr
 async function getVirtualKey(request: AdminRequest): Promise<Reply | GatewayError> {
   const found = await visibleKey(request)
   if (found instanceof GatewayError) return found
-  return jsonReply(200, virtualKeyView(request.deps, found.key, found.workspace.slug, request.deps.clock.now()))
+  return jsonReply(200, virtualKeyView(request.deps, found.key, found.workspace.slug, request.deps.clock.now(), await keyUsage(request.deps, found.key)))
 }
 
 async function updateVirtualKey(request: AdminRequest): Promise<Reply | GatewayError> {
@@ -334,13 +347,14 @@ async function updateVirtualKey(request: AdminRequest): Promise<Reply | GatewayE
     rateLimits: input.rate_limits === undefined ? key.rateLimits : rateLimitsOf(input.rate_limits),
     usageLimits: input.usage_limits === undefined ? key.usageLimits : input.usage_limits === null ? null : usageLimitOf(input.usage_limits),
     expiresAt: input.expires_at === undefined ? key.expiresAt : input.expires_at,
-    // `reset_usage` puts the key back to work (the budget plugin zeroes its usage).
+    // `reset_usage` puts the key back to work (its budget starts a new period below).
     status: input.reset_usage === true ? 'active' : key.status,
     lastUpdatedAt: nowIso(deps, key.lastUpdatedAt),
   }
   await commit(request, 200, (writer) => writer.updateVirtualKey(updated, key.lastUpdatedAt).then(requireApplied))
   publishChange(deps, key.id)
-  return jsonReply(200, virtualKeyView(deps, updated, found.workspace.slug, deps.clock.now()))
+  if (input.reset_usage === true) await deps.budgets.reset({ kind: 'virtual-key', id: key.id })
+  return jsonReply(200, virtualKeyView(deps, updated, found.workspace.slug, deps.clock.now(), await keyUsage(deps, updated)))
 }
 
 async function deleteVirtualKey(request: AdminRequest): Promise<Reply | GatewayError> {

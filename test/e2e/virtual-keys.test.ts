@@ -253,6 +253,22 @@ describe('virtual keys', () => {
     expect(readOnly.status).toBe(403)
   })
 
+  it('tracks its token budget: usage shown, exhausted → 412, reset_usage puts it back to work', async () => {
+    const budgeted = await createVirtualKey(workspaceA, { name: 'Budgeted', usage_limits: { type: 'tokens', credit_limit: 1 } })
+    expect(await chat(keyA, budgeted.slug)).toBe(MOCK_REPLY)
+    const spent = await admin('GET', `/v1/virtual-keys/${budgeted.slug}`)
+    expect(spent.body.usage_limits.current_usage).toBeGreaterThan(0)
+    expect(spent.body.status).toBe('exhausted')
+    const refused = await chatError(keyA, budgeted.slug)
+    expect(refused.status).toBe(412)
+    expect(refused.message).toContain(budgeted.slug)
+    const reset = await admin('PUT', `/v1/virtual-keys/${budgeted.slug}`, { reset_usage: true })
+    expect(reset.status, JSON.stringify(reset.body)).toBe(200)
+    expect(reset.body.usage_limits.current_usage).toBe(0)
+    expect(reset.body.status).toBe('active')
+    expect(await chat(keyA, budgeted.slug)).toBe(MOCK_REPLY)
+  })
+
   it('deletes a virtual key: its next use answers 404', async () => {
     const doomed = await createVirtualKey(workspaceA, { name: 'doomed' })
     expect(await chat(keyA, doomed.slug)).toBe(MOCK_REPLY)
