@@ -59,6 +59,8 @@ export type ClosedLoopOptions = {
   warmupS: number
   threads?: number
   timeoutS?: number
+  // Called after the warm-up, right before the measured run starts (e.g. to snapshot server counters).
+  onMeasureStart?: () => Promise<void> | void
 }
 
 export type OpenLoopOptions = {
@@ -67,6 +69,8 @@ export type OpenLoopOptions = {
   warmupS: number
   maxInFlight?: number
   drainTimeoutS?: number
+  // Called after the warm-up (all of its requests settled), right before the measured run starts.
+  onMeasureStart?: () => Promise<void> | void
 }
 
 const emptyStats: LatencyStats = { count: 0, p50Ms: NaN, p90Ms: NaN, p99Ms: NaN, maxMs: NaN, meanMs: NaN }
@@ -193,6 +197,7 @@ export const runWrk = async (spec: RequestSpec, opts: ClosedLoopOptions): Promis
     const scriptPath = join(dir, 'request.lua')
     writeFileSync(scriptPath, wrkScript(spec))
     if (opts.warmupS > 0) await runWrkOnce(wrk, scriptPath, spec, opts, opts.warmupS)
+    await opts.onMeasureStart?.()
     return await runWrkOnce(wrk, scriptPath, spec, opts, opts.durationS)
   } finally {
     activeDirs.delete(dir)
@@ -281,6 +286,7 @@ const closedLoopOnce = async (spec: RequestSpec, opts: ClosedLoopOptions, durati
 
 export const runNodeClosedLoop = async (spec: RequestSpec, opts: ClosedLoopOptions): Promise<ClosedLoopResult> => {
   if (opts.warmupS > 0) await closedLoopOnce(spec, opts, opts.warmupS)
+  await opts.onMeasureStart?.()
   return closedLoopOnce(spec, opts, opts.durationS)
 }
 
@@ -379,5 +385,6 @@ const openLoopOnce = (spec: RequestSpec, opts: OpenLoopOptions, durationS: numbe
 
 export const runOpenLoop = async (spec: RequestSpec, opts: OpenLoopOptions): Promise<OpenLoopResult> => {
   if (opts.warmupS > 0) await openLoopOnce(spec, opts, opts.warmupS)
+  await opts.onMeasureStart?.()
   return openLoopOnce(spec, opts, opts.durationS)
 }

@@ -6,6 +6,7 @@ import { createServer } from 'node:net'
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { Redis } from 'ioredis'
 import { request } from 'undici'
 import { findWrk, runNodeClosedLoop, runOpenLoop, runWrk, stopLoadDrivers } from './load.js'
 import type { ClosedLoopResult, OpenLoopResult, RequestSpec } from './load.js'
@@ -41,13 +42,45 @@ const adminKey = `gw-admin-bench-${randomBytes(12).toString('hex')}`
 const maxErrorRatio = 0.01
 
 type Mode = 'json' | 'stream'
-type ScenarioName = 'mock' | 'bare' | 'gateway-forward' | 'gateway-full'
+type ScenarioName = 'mock' | 'bare' | 'gateway-forward' | 'gateway-full' | 'gateway-limits'
+type GatewayKind = 'forward' | 'full' | 'limits'
+
+// A rate limit that never refuses during a run, and a token budget that is never used up.
+const unreachableRateLimit = { type: 'requests', unit: 'rpm', value: 100_000_000 }
+const unreachableTokenBudget = { type: 'tokens', credit_limit: 1_000_000_000_000 }
+// The issue 4 targets for `gateway-limits` against `gateway-full`.
+const limitsTargets = { rpsRatioToFull: 0.8, redisCallsPerRequest: 1 }
+
+type RedisServer = {
+  url: string
+  pid: number
+  client: Redis
+  stop: () => Promise<void>
+}
 
 type Server = {
   origin: string
   pid: number
   apiKey: string | null
+  virtualKey: string | null
+  redis: RedisServer | null
   stop: () => Promise<void>
+}
+
+// Script calls (EVAL/EVALSHA and their _RO forms) between two INFO commandstats snapshots.
+type RedisPhase = {
+  requests: number
+  scriptCalls: number
+  callsPerRequest: number
+  // Every command's calls in the phase, commands run inside scripts included (they are no round trips).
+  commands: Record<string, number>
+}
+
+type RedisFigures = {
+  closed: RedisPhase | null
+  open: RedisPhase | null
+  cpuUsPerRequest: number | null
+  peakRssMb: number | null
 }
 
 type ModeResult = {
@@ -61,7 +94,11 @@ type ModeResult = {
   upstreamPeakRssMb: number | null
   upstreamCpuUsPerRequest: number | null
   otherCpuPercent: number | null
+  redis: RedisFigures | null
+  // Virtual key's budget usage (tokens) read through the Admin API after the mode: proof it was charged.
+  budgetUsageAfter: number | null
   valid: boolean
+  invalidReason: string | null
 }
 
 type Comparison = {
@@ -73,6 +110,16 @@ type Comparison = {
   ttfbP99DeltaMs: number | null
   peakRssMb: number | null
   targets: { rps: boolean, p99: boolean, ttfb: boolean | null, rss: boolean | null }
+}
+
+// `null` figures against `gateway-full` when that scenario was not run (or skipped).
+type LimitsComparison = {
+  mode: Mode
+  rpsRatioToFull: number | null
+  p99DeltaMs: number | null
+  ttfbP99DeltaMs: number | null
+  redisCallsPerRequest: number | null
+  targets: { rps: boolean | null, redisCalls: boolean | null }
 }
 
 const children = new Set<ChildProcess>()
@@ -177,6 +224,72 @@ const waitForHttp = async (url: string, child: ChildProcess, timeoutMs: number):
   throw new Error(`not ready within ${timeoutMs} ms (${last})`)
 }
 
+// A throwaway redis-server: free port, temp dir, no persistence; killed with the other children.
+const startRedis = async (): Promise<RedisServer> => {
+  const dir = mkdtempSync(join(tmpdir(), 'bench-redis-'))
+  tempDirs.add(dir)
+  const port = await freePort()
+  const child = spawn('redis-server', [
+    '--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', 'no',
+    '--daemonize', 'no', '--protected-mode', 'yes', '--logfile', ''
+  ], { stdio: ['ignore', 'pipe', 'pipe'] })
+  children.add(child)
+  let client: Redis | null = null
+  const stop = async (): Promise<void> => {
+    client?.disconnect()
+    await stopChild(child)
+    tempDirs.delete(dir)
+    rmSync(dir, { recursive: true, force: true })
+  }
+  try {
+    await new Promise<void>((resolve, reject) => {
+      let out = ''
+      const timer = setTimeout(() => reject(new Error(`redis-server not ready within 10 s: ${tail(out)}`)), 10_000)
+      const onData = (d: string): void => {
+        out = (out + d).slice(-20_000)
+        if (out.includes('Ready to accept connections')) {
+          clearTimeout(timer)
+          resolve()
+        }
+      }
+      child.stdout!.setEncoding('utf8').on('data', onData)
+      child.stderr!.setEncoding('utf8').on('data', onData)
+      child.once('error', (e) => { clearTimeout(timer); reject(new Error(`redis-server: ${e.message} (is it on PATH?)`)) })
+      child.once('exit', (code, signal) => { clearTimeout(timer); reject(new Error(`redis-server exited (${code ?? signal}): ${tail(out)}`)) })
+    })
+    const url = `redis://127.0.0.1:${port}`
+    client = new Redis(url, { maxRetriesPerRequest: 1, lazyConnect: true })
+    await client.connect()
+    if (await client.ping() !== 'PONG') throw new Error('redis-server does not answer PING')
+    return { url, pid: child.pid!, client, stop }
+  } catch (e) {
+    await stop()
+    throw e
+  }
+}
+
+// `cmdstat_<name>:calls=N,...,rejected_calls=R,failed_calls=F`: calls that reached execution plus rejected ones.
+const redisCommandCalls = async (client: Redis): Promise<Record<string, number>> => {
+  const text = await client.info('commandstats')
+  const calls: Record<string, number> = {}
+  for (const m of text.matchAll(/^cmdstat_([^:]+):calls=(\d+)(?:.*?rejected_calls=(\d+))?/gm)) {
+    calls[m[1]!] = Number(m[2]) + Number(m[3] ?? 0)
+  }
+  return calls
+}
+
+const scriptCommands = ['eval', 'evalsha', 'eval_ro', 'evalsha_ro']
+
+const redisPhase = (before: Record<string, number>, after: Record<string, number>, requests: number): RedisPhase => {
+  const commands: Record<string, number> = {}
+  for (const [name, n] of Object.entries(after)) {
+    const delta = n - (before[name] ?? 0)
+    if (delta > 0) commands[name] = delta
+  }
+  const scriptCalls = scriptCommands.reduce((sum, name) => sum + (commands[name] ?? 0), 0)
+  return { requests, scriptCalls, callsPerRequest: requests === 0 ? NaN : scriptCalls / requests, commands }
+}
+
 const postJson = async (url: string, headers: Record<string, string>, body: unknown): Promise<Record<string, unknown>> => {
   const res = await request(url, {
     method: 'POST',
@@ -202,8 +315,17 @@ const field = (obj: Record<string, unknown>, name: string): string | null => {
   return null
 }
 
-const startGateway = async (mockOrigin: string, full: boolean): Promise<Server> => {
+const getJson = async (url: string, headers: Record<string, string>): Promise<Record<string, unknown>> => {
+  const res = await request(url, { headers, headersTimeout: 5000, bodyTimeout: 5000 })
+  const text = await res.body.text()
+  if (res.statusCode >= 300) throw new Error(`GET ${url} → ${res.statusCode}: ${text.slice(0, 300)}`)
+  return JSON.parse(text) as Record<string, unknown>
+}
+
+const startGateway = async (mockOrigin: string, kind: GatewayKind): Promise<Server> => {
   if (!existsSync(gatewayMain)) throw new Error(`${gatewayMain} not found (gateway not built yet)`)
+  const full = kind !== 'forward'
+  const redis = kind === 'limits' ? await startRedis() : null
   const dir = mkdtempSync(join(tmpdir(), 'bench-gateway-'))
   tempDirs.add(dir)
   const overlayPath = join(dir, 'overlay.json')
@@ -225,7 +347,8 @@ const startGateway = async (mockOrigin: string, full: boolean): Promise<Server> 
       GATEWAY_DATA_DIR: dataDir,
       GATEWAY_CONFIG: overlayPath,
       GATEWAY_BOOTSTRAP_ADMIN_KEY: adminKey,
-      GATEWAY_ALLOWED_CUSTOM_HOSTS: '127.0.0.1'
+      GATEWAY_ALLOWED_CUSTOM_HOSTS: '127.0.0.1',
+      ...(redis === null ? {} : { REDIS_URL: redis.url })
     },
     stdio: ['ignore', logFd, logFd]
   })
@@ -236,6 +359,7 @@ const startGateway = async (mockOrigin: string, full: boolean): Promise<Server> 
     await stopChild(child)
     tempDirs.delete(dir)
     rmSync(dir, { recursive: true, force: true })
+    await redis?.stop()
   }
   try {
     await new Promise<void>((resolve, reject) => {
@@ -244,19 +368,41 @@ const startGateway = async (mockOrigin: string, full: boolean): Promise<Server> 
     })
     await waitForHttp(`${origin}/readyz`, child, 30_000)
     let apiKey: string | null = null
+    let virtualKey: string | null = null
     if (full) {
-      const ws = await postJson(`${origin}/v1/admin/workspaces`, { 'x-gateway-api-key': adminKey }, { name: 'bench' })
+      const limited = kind === 'limits'
+      const admin = { 'x-gateway-api-key': adminKey }
+      const rateLimits = limited ? { rate_limits: [unreachableRateLimit] } : {}
+      const ws = await postJson(`${origin}/v1/admin/workspaces`, admin, { name: 'bench', ...rateLimits })
       const workspaceId = field(ws, 'id')
       if (workspaceId === null) throw new Error(`workspace response has no id: ${JSON.stringify(ws).slice(0, 300)}`)
-      const key = await postJson(`${origin}/v1/api-keys/workspace/service`, { 'x-gateway-api-key': adminKey }, {
+      const key = await postJson(`${origin}/v1/api-keys/workspace/service`, admin, {
         name: 'bench',
         workspace_id: workspaceId,
-        scopes: ['completions.write']
+        scopes: ['completions.write'],
+        ...rateLimits
       })
       apiKey = field(key, 'key')
       if (apiKey === null) throw new Error(`api key response has no key: ${JSON.stringify(key).slice(0, 300)}`)
+      if (limited) {
+        const vk = await postJson(`${origin}/v1/virtual-keys`, admin, {
+          name: 'bench',
+          provider: 'openai',
+          key: 'sk-bench-virtual-key',
+          custom_host: `${mockOrigin}/v1`,
+          workspace_id: workspaceId,
+          rate_limits: [unreachableRateLimit],
+          usage_limits: unreachableTokenBudget
+        })
+        virtualKey = field(vk, 'slug')
+        if (virtualKey === null) throw new Error(`virtual key response has no slug: ${JSON.stringify(vk).slice(0, 300)}`)
+        // A run whose limits silently fell back to the in-process limiter would not measure Redis.
+        const ready = await getJson(`${origin}/readyz`, {})
+        const checks = JSON.stringify(ready.checks ?? ready)
+        if (!/redis-rate-limiter/.test(checks)) throw new Error(`gateway is not on the Redis rate limiter: /readyz ${checks.slice(0, 300)}`)
+      }
     }
-    return { origin, pid: child.pid!, apiKey, stop: cleanup }
+    return { origin, pid: child.pid!, apiKey, virtualKey, redis, stop: cleanup }
   } catch (e) {
     let logTail = ''
     try { logTail = tail(readFileSync(logPath, 'utf8')) } catch { logTail = '' }
@@ -265,15 +411,23 @@ const startGateway = async (mockOrigin: string, full: boolean): Promise<Server> 
   }
 }
 
-const requestSpec = (origin: string, mockOrigin: string, mode: Mode, apiKey: string | null): RequestSpec => {
-  // Every scenario gets the same headers so request sizes match; only the full chain needs a key.
-  const headers: Record<string, string> = {
-    'content-type': 'application/json',
-    'x-gateway-provider': 'openai',
-    'x-gateway-custom-host': `${mockOrigin}/v1`,
-    authorization: 'Bearer sk-bench'
-  }
-  if (apiKey !== null) headers['x-gateway-api-key'] = apiKey
+const requestSpec = (server: Server, mockOrigin: string, mode: Mode): RequestSpec => {
+  // Every scenario gets the same headers so request sizes match; only the full chain needs a key, and
+  // `gateway-limits` names its virtual key (which holds provider, custom host and provider key) instead.
+  const headers: Record<string, string> = server.virtualKey === null
+    ? {
+        'content-type': 'application/json',
+        'x-gateway-provider': 'openai',
+        'x-gateway-custom-host': `${mockOrigin}/v1`,
+        authorization: 'Bearer sk-bench'
+      }
+    : {
+        'content-type': 'application/json',
+        'x-gateway-virtual-key': server.virtualKey,
+        authorization: 'Bearer sk-bench'
+      }
+  const origin = server.origin
+  if (server.apiKey !== null) headers['x-gateway-api-key'] = server.apiKey
   const body = mode === 'stream'
     ? '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hello"}],"stream":true}'
     : '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hello"}]}'
@@ -388,9 +542,12 @@ const runMode = async (scenario: ScenarioName, mode: Mode, server: Server, mockO
     upstreamPeakRssMb: null,
     upstreamCpuUsPerRequest: null,
     otherCpuPercent: null,
-    valid: false
+    redis: null,
+    budgetUsageAfter: null,
+    valid: false,
+    invalidReason: null
   }
-  const spec = requestSpec(server.origin, mockOrigin, mode, server.apiKey)
+  const spec = requestSpec(server, mockOrigin, mode)
   const smoke = await smokeCheck(spec, mode)
   if (smoke !== null) {
     result.skipped = smoke
@@ -401,7 +558,29 @@ const runMode = async (scenario: ScenarioName, mode: Mode, server: Server, mockO
   resetPeakRss(server.pid)
   if (upstreamSeparate) resetPeakRss(mockPid)
   const ownPids = upstreamSeparate ? [server.pid, mockPid] : [server.pid]
+  const redis = server.redis
+  if (redis !== null) {
+    ownPids.push(redis.pid)
+    resetPeakRss(redis.pid)
+    result.redis = { closed: null, open: null, cpuUsPerRequest: null, peakRssMb: null }
+  }
   const cpuStart = cpuSnapshot(ownPids)
+  // Redis script calls are counted over the measured runs only (warm-ups excluded). The end snapshot
+  // waits a moment so that the last replies' settlements (sent after the reply) are in it.
+  let redisBefore: Record<string, number> = {}
+  let redisCpuBefore: number | null = null
+  const redisMeasureStart = redis === null
+    ? undefined
+    : async (): Promise<void> => {
+        redisBefore = await redisCommandCalls(redis.client)
+        redisCpuBefore = cpuMs(redis.pid)
+      }
+  const redisMeasureEnd = async (requests: number): Promise<{ phase: RedisPhase, cpuMs: number | null }> => {
+    await sleep(250)
+    const phase = redisPhase(redisBefore, await redisCommandCalls(redis!.client), requests)
+    const cpuAfter = cpuMs(redis!.pid)
+    return { phase, cpuMs: cpuAfter === null || redisCpuBefore === null ? null : cpuAfter - redisCpuBefore }
+  }
 
   log(`  ${scenario}/${mode}: closed loop, ${options.connections} connections, ${options.warmupS}s warm-up + ${options.durationS}s`)
   const cpuServerBefore = cpuMs(server.pid)
@@ -412,8 +591,14 @@ const runMode = async (scenario: ScenarioName, mode: Mode, server: Server, mockO
     connections: options.connections,
     durationS: options.durationS,
     warmupS: options.warmupS,
-    threads: options.wrkThreads
+    threads: options.wrkThreads,
+    onMeasureStart: redisMeasureStart
   })
+  if (redis !== null) {
+    const end = await redisMeasureEnd(result.closed.requests)
+    result.redis!.closed = end.phase
+    if (end.cpuMs !== null && result.closed.requests > 0) result.redis!.cpuUsPerRequest = end.cpuMs * 1000 / result.closed.requests
+  }
   const cpuServerAfter = cpuMs(server.pid)
   const cpuMockAfter = upstreamSeparate ? cpuMs(mockPid) : null
   const approxRequests = result.closed.rps * (options.durationS + options.warmupS)
@@ -425,7 +610,20 @@ const runMode = async (scenario: ScenarioName, mode: Mode, server: Server, mockO
   }
 
   log(`  ${scenario}/${mode}: open loop, ${options.rate} req/s, 1s warm-up + ${options.durationS}s`)
-  result.open = await runOpenLoop(spec, { rate: options.rate, durationS: options.durationS, warmupS: Math.min(1, options.warmupS) })
+  result.open = await runOpenLoop(spec, { rate: options.rate, durationS: options.durationS, warmupS: Math.min(1, options.warmupS), onMeasureStart: redisMeasureStart })
+  if (redis !== null) {
+    result.redis!.open = (await redisMeasureEnd(result.open.completed)).phase
+    result.redis!.peakRssMb = peakRssMb(redis.pid)
+  }
+  if (server.virtualKey !== null) {
+    try {
+      const vk = await getJson(`${server.origin}/v1/virtual-keys/${server.virtualKey}`, { 'x-gateway-api-key': adminKey })
+      const usage = (vk.usage_limits as Record<string, unknown> | null | undefined)?.current_usage
+      result.budgetUsageAfter = typeof usage === 'number' ? usage : null
+    } catch (e) {
+      log(`  ${scenario}/${mode}: could not read the virtual key's budget usage: ${(e as Error).message}`)
+    }
+  }
 
   result.otherCpuPercent = otherCpuPercent(cpuStart, cpuSnapshot(ownPids))
   if (result.otherCpuPercent !== null && result.otherCpuPercent > 10) {
@@ -433,9 +631,23 @@ const runMode = async (scenario: ScenarioName, mode: Mode, server: Server, mockO
   }
   result.serverPeakRssMb = peakRssMb(server.pid)
   if (upstreamSeparate) result.upstreamPeakRssMb = peakRssMb(mockPid)
-  result.valid = errorRatio(result.closed.errors, result.closed.requests) <= maxErrorRatio &&
-    errorRatio(result.open.errors, result.open.scheduled) <= maxErrorRatio
-  if (!result.valid) log(`  ${scenario}/${mode}: WARNING error rate above ${maxErrorRatio * 100}% — figures flagged invalid`)
+  // Errors include every status >= 400, so refusals (429 rate limit, 412 budget) count here.
+  const reasons: string[] = []
+  if (errorRatio(result.closed.errors, result.closed.requests) > maxErrorRatio ||
+    errorRatio(result.open.errors, result.open.scheduled) > maxErrorRatio) {
+    reasons.push(`error rate above ${maxErrorRatio * 100}% (status >= 400 included: 429/412 refusals count)`)
+  }
+  if (result.redis !== null) {
+    // Each request must at least run the rate-limit script; fewer calls mean the limits were not applied.
+    for (const [phase, figures] of [['closed', result.redis.closed], ['open', result.redis.open]] as const) {
+      if (figures === null || !(figures.callsPerRequest >= 0.99)) {
+        reasons.push(`${phase} loop: ${fmt(figures?.callsPerRequest)} Redis script calls per request, limits not applied`)
+      }
+    }
+  }
+  result.valid = reasons.length === 0
+  result.invalidReason = reasons.length === 0 ? null : reasons.join('; ')
+  if (!result.valid) log(`  ${scenario}/${mode}: WARNING ${result.invalidReason} — figures flagged invalid`)
   return result
 }
 
@@ -485,7 +697,7 @@ const resultTable = (results: ModeResult[]): string => {
       fmt(o.latency.p50Ms), fmt(o.latency.p99Ms), fmt(o.latency.maxMs),
       r.mode === 'stream' ? fmt(o.ttfb.p50Ms) : '-', r.mode === 'stream' ? fmt(o.ttfb.p99Ms) : '-',
       fmt(o.achievedRps, 0), `${c.errors}/${o.errors}`, fmt(r.serverPeakRssMb, 1), fmt(r.serverCpuUsPerRequest, 0),
-      fmt(r.otherCpuPercent, 0), r.valid ? '' : 'INVALID (errors)'
+      fmt(r.otherCpuPercent, 0), r.valid ? '' : `INVALID: ${r.invalidReason ?? ''}`
     ]
   })
   return table(header, rows)
@@ -506,8 +718,48 @@ const comparisonTable = (comparisons: Comparison[]): string => {
   return table(header, rows)
 }
 
-const allScenarios: ScenarioName[] = ['mock', 'bare', 'gateway-forward', 'gateway-full']
-const aliases: Record<string, ScenarioName> = { forward: 'gateway-forward', full: 'gateway-full', gateway: 'gateway-full' }
+const compareToFull = (fullResult: ModeResult | undefined, limits: ModeResult): LimitsComparison | null => {
+  if (limits.closed === null || limits.open === null) return null
+  const full = fullResult?.closed != null && fullResult.open !== null ? { closed: fullResult.closed, open: fullResult.open } : null
+  const rpsRatioToFull = full === null ? null : limits.closed.rps / full.closed.rps
+  const ttfbP99DeltaMs = full === null || limits.mode !== 'stream' ? null : limits.open.ttfb.p99Ms - full.open.ttfb.p99Ms
+  // The open loop's count is exact (its warm-up has settled before the first snapshot and every measured
+  // request before the last); the closed loop's is off by the requests in flight at either edge.
+  const redisCallsPerRequest = limits.redis?.open?.callsPerRequest ?? limits.redis?.closed?.callsPerRequest ?? null
+  return {
+    mode: limits.mode,
+    rpsRatioToFull,
+    p99DeltaMs: full === null ? null : limits.open.latency.p99Ms - full.open.latency.p99Ms,
+    ttfbP99DeltaMs,
+    redisCallsPerRequest,
+    targets: {
+      rps: rpsRatioToFull === null ? null : rpsRatioToFull >= limitsTargets.rpsRatioToFull,
+      redisCalls: redisCallsPerRequest === null ? null : redisCallsPerRequest <= limitsTargets.redisCallsPerRequest
+    }
+  }
+}
+
+const limitsTable = (rows: LimitsComparison[], results: ModeResult[]): string => {
+  const header = ['limits vs full', 'mode', `rps ratio (>=${fmt(limitsTargets.rpsRatioToFull)})`, 'p99 delta ms', 'ttfb p99 delta ms',
+    `redis calls/req (<=${limitsTargets.redisCallsPerRequest})`, 'closed-loop calls/req', 'redis cpu us/req', 'budget used']
+  return table(header, rows.map((c) => {
+    const r = results.find((x) => x.scenario === 'gateway-limits' && x.mode === c.mode)
+    return [
+      'gateway-limits', c.mode,
+      `${fmt(c.rpsRatioToFull)}${mark(c.targets.rps)}`,
+      c.p99DeltaMs === null ? '-' : `${c.p99DeltaMs >= 0 ? '+' : ''}${fmt(c.p99DeltaMs)}`,
+      c.ttfbP99DeltaMs === null ? '-' : `${c.ttfbP99DeltaMs >= 0 ? '+' : ''}${fmt(c.ttfbP99DeltaMs)}`,
+      `${fmt(c.redisCallsPerRequest)}${mark(c.targets.redisCalls)}`,
+      fmt(r?.redis?.closed?.callsPerRequest),
+      fmt(r?.redis?.cpuUsPerRequest, 0),
+      r?.budgetUsageAfter === null || r?.budgetUsageAfter === undefined ? '-' : String(r.budgetUsageAfter)
+    ]
+  }))
+}
+
+const allScenarios: ScenarioName[] = ['mock', 'bare', 'gateway-forward', 'gateway-full', 'gateway-limits']
+const aliases: Record<string, ScenarioName> = { forward: 'gateway-forward', full: 'gateway-full', gateway: 'gateway-full', limits: 'gateway-limits' }
+const gatewayKinds: Partial<Record<ScenarioName, GatewayKind>> = { 'gateway-forward': 'forward', 'gateway-full': 'full', 'gateway-limits': 'limits' }
 
 const main = async (): Promise<void> => {
   const startedAt = new Date()
@@ -540,18 +792,18 @@ const main = async (): Promise<void> => {
     let server: Server
     try {
       if (scenario === 'mock') {
-        server = { origin: mockOrigin, pid: mockPid, apiKey: null, stop: async () => {} }
+        server = { origin: mockOrigin, pid: mockPid, apiKey: null, virtualKey: null, redis: null, stop: async () => {} }
       } else if (scenario === 'bare') {
         const bare = await spawnWithReadyLine(join(distBench, 'bare-forwarder.js'), { PORT: '0', UPSTREAM: mockOrigin })
-        server = { origin: `http://127.0.0.1:${bare.port}`, pid: bare.child.pid!, apiKey: null, stop: () => stopChild(bare.child) }
+        server = { origin: `http://127.0.0.1:${bare.port}`, pid: bare.child.pid!, apiKey: null, virtualKey: null, redis: null, stop: () => stopChild(bare.child) }
       } else {
-        server = await startGateway(mockOrigin, scenario === 'gateway-full')
+        server = await startGateway(mockOrigin, gatewayKinds[scenario]!)
       }
     } catch (e) {
       const reason = `server failed to start: ${(e as Error).message}`
       log(`  ${scenario}: SKIPPED — ${reason}`)
       for (const mode of modes) {
-        results.push({ scenario, mode, skipped: reason, closed: null, open: null, serverPeakRssMb: null, serverCpuUsPerRequest: null, upstreamPeakRssMb: null, upstreamCpuUsPerRequest: null, otherCpuPercent: null, valid: false })
+        results.push({ scenario, mode, skipped: reason, closed: null, open: null, serverPeakRssMb: null, serverCpuUsPerRequest: null, upstreamPeakRssMb: null, upstreamCpuUsPerRequest: null, otherCpuPercent: null, redis: null, budgetUsageAfter: null, valid: false, invalidReason: reason })
       }
       continue
     }
@@ -574,8 +826,21 @@ const main = async (): Promise<void> => {
     }
   }
 
+  const limitsComparisons: LimitsComparison[] = []
+  for (const mode of modes) {
+    const full = results.find((r) => r.scenario === 'gateway-full' && r.mode === mode)
+    const limits = results.find((r) => r.scenario === 'gateway-limits' && r.mode === mode)
+    if (limits === undefined) continue
+    const c = compareToFull(full, limits)
+    if (c !== null) limitsComparisons.push(c)
+  }
+
   process.stdout.write(`\n${resultTable(results)}\n`)
   if (comparisons.length > 0) process.stdout.write(`\n${comparisonTable(comparisons)}\n`)
+  if (limitsComparisons.length > 0) {
+    process.stdout.write(`\n${limitsTable(limitsComparisons, results)}\n`)
+    process.stdout.write(`redis calls/req = EVAL/EVALSHA calls / requests of the measured open loop (all limits of a request, before and after the reply); the closed-loop figure is off by the ${options.connections} requests in flight at each edge\n`)
+  }
   process.stdout.write('\nerrors = closed-loop/open-loop; latencies at the fixed rate and TTFB are from the scheduled send time\n')
 
   const report = {
@@ -594,7 +859,8 @@ const main = async (): Promise<void> => {
     options,
     mock: { chunks: Number(process.env.MOCK_CHUNKS ?? 20), chunkDelayMs: Number(process.env.MOCK_CHUNK_DELAY_MS ?? 0), latencyMs: Number(process.env.MOCK_LATENCY_MS ?? 0) },
     results,
-    comparisons
+    comparisons,
+    limitsComparisons
   }
   mkdirSync(resultsDir, { recursive: true })
   const file = join(resultsDir, `${startedAt.toISOString().replace(/:/g, '-')}.json`)
