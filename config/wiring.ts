@@ -34,7 +34,7 @@ import { RedisChangeNotifier } from '../adapters/redis/redis-change-notifier.js'
 import { RedisRateLimiter } from '../adapters/redis/redis-rate-limiter.js'
 import { BudgetAccounts, BudgetLedger, PriceTable, UNTRACKED_BUDGETS, UsageStore } from '../core/budgets.js'
 import type { PipelineMember } from '../core/pipeline.js'
-import { RateLimiter } from '../core/rate-limits.js'
+import { LimitCoordination, RateLimiter } from '../core/rate-limits.js'
 import type { GatewayPlugin } from '../core/plugin.js'
 import { AdminStore, ChangeNotifier, Clock, LogSink, Logger, ProviderRegistry, SecretCipher, UpstreamClient, type Service, type Token } from '../core/ports.js'
 import { ConfigError, resolvePlugins, type PluginResolution } from '../core/registry.js'
@@ -145,6 +145,17 @@ export function wire(loaded: LoadedConfig): Wiring {
       'upstream-client',
       () => new UndiciUpstreamClient({ ...config.upstream, isAddressAllowed: connectAddressPolicy(parseAllowList(environment.allowedCustomHosts)) }),
     ),
+  })
+
+  // All limits in one round trip: when the budget plugin runs after rate-limit and both live in
+  // Redis, the budget ledger's script also checks the rate-limit buckets (see LimitCoordination).
+  const rateLimitEntry = resolution.enabled.find((entry) => entry.definition.name === 'rate-limit')
+  const budgetEntry = resolution.enabled.find((entry) => entry.definition.name === 'budget')
+  container.register(LimitCoordination, {
+    useValue: {
+      rateLimitsRideWithBudget:
+        redisUrl !== null && rateLimitEntry !== undefined && budgetEntry !== undefined && budgetEntry.priority < rateLimitEntry.priority,
+    },
   })
 
   // Budgets: ledger (Redis or in process), usage store (MongoDB or the DuckDB file), the book over

@@ -18,7 +18,8 @@
  * (USD × 10⁹) for cost limits, so sums are exact everywhere.
  */
 import type { UsageLimitRule } from './admin-records.js'
-import type { LimitSubject } from './context.js'
+import type { LimitSubject, RequestContext } from './context.js'
+import type { BucketAcquire } from './rate-limits.js'
 import type { Service, Token } from './ports.js'
 
 /** USD amounts are kept as integers in this unit (1 USD = 10⁹). */
@@ -71,6 +72,40 @@ export interface BudgetLedger extends Service {
   peek(keys: readonly string[]): Promise<ReadonlyArray<number | null>>
 }
 export const BudgetLedger = Symbol.for('gateway:BudgetLedger') as Token<BudgetLedger>
+
+/** `ReserveDecision`, or a rate-limit bucket (`index` into the acquires) refused first: nothing was taken or reserved. */
+export type CombinedReserveDecision = ReserveDecision | { readonly kind: 'rate-limited'; readonly index: number; readonly retryAfterMs: number }
+
+/**
+ * A ledger that also holds the rate limiter's token buckets (the same Redis), so a request's rate
+ * limits and budgets are checked in one atomic call: buckets as `RateLimiter.acquire` does, then
+ * counters as `reserve` does; when either refuses (or a counter is unknown) nothing changes.
+ */
+export interface CombinedLimitLedger extends BudgetLedger {
+  reserveWithBuckets(
+    items: ReadonlyArray<{ readonly counter: BudgetCounter; readonly amount: number }>,
+    acquires: readonly BucketAcquire[],
+    nowMs: number,
+  ): Promise<CombinedReserveDecision>
+}
+
+/** Whether a ledger implements `CombinedLimitLedger`. */
+export function combinesRateLimits(ledger: BudgetLedger): ledger is CombinedLimitLedger {
+  return typeof (ledger as Partial<CombinedLimitLedger>).reserveWithBuckets === 'function'
+}
+
+/**
+ * Whether the budget plugin reserves for this request: an authenticated, non-GET request whose
+ * API key, workspace or virtual key has usage limits. The rate-limit plugin asks it too (see
+ * `LimitCoordination`).
+ */
+export function hasUsageLimits(ctx: RequestContext): boolean {
+  const principal = ctx.principal
+  if (principal === null || ctx.method === 'GET') return false
+  if (ctx.virtualKey !== null && ctx.virtualKey.usageLimits.length > 0) return true
+  for (const subject of principal.limitSubjects) if (subject.usageLimits.length > 0) return true
+  return false
+}
 
 /** An entity that carries usage limits. */
 export interface BudgetEntity {
@@ -171,3 +206,43 @@ export interface BudgetHold {
   /** Workspace UUID of the counters (their hash tag). */
   readonly workspaceId: string
 }
+
+// ---------------------------------------------------------------------------------------------
+// Cost of a reply
+
+/**
+ * Real cost in nano-USD from prices in USD per million tokens (one token at P USD/1M costs P × 1000
+ * nano-USD): uncached prompt tokens at the input price, cached prompt tokens at the cached-input
+ * price (else input), reasoning tokens at the reasoning price (else output), the remaining
+ * completion tokens at the output price.
+ */
+const COST_NANO_PER_TOKEN_PER_PRICE = 1_000
+
+export interface TokenCounts {
+  readonly promptTokens: number
+  readonly completionTokens: number
+  /** Of the prompt tokens, those read from the provider's cache. */
+  readonly cachedTokens: number
+  /** Of the completion tokens, those spent reasoning (when the provider reports them). */
+  readonly reasoningTokens?: number
+}
+
+function tokenCount(value: number | undefined): number {
+  return value !== undefined && Number.isFinite(value) && value > 0 ? value : 0
+}
+
+/** The cost of a reply's token usage, in nano-USD (rounded to the nearest integer). */
+export function costNanoUsd(price: ModelPrice, usage: TokenCounts): number {
+  const prompt = tokenCount(usage.promptTokens)
+  const completion = tokenCount(usage.completionTokens)
+  const cached = Math.min(tokenCount(usage.cachedTokens), prompt)
+  const reasoning = Math.min(tokenCount(usage.reasoningTokens), completion)
+  const perMillion =
+    (prompt - cached) * price.input +
+    cached * (price.cachedInput ?? price.input) +
+    (completion - reasoning) * price.output +
+    reasoning * (price.reasoning ?? price.output)
+  return Math.round(perMillion * COST_NANO_PER_TOKEN_PER_PRICE)
+}
+
+

@@ -8,7 +8,7 @@
 import type { RateLimitRule, UsageLimitRule } from './admin-records.js'
 import type { BudgetHold } from './budgets.js'
 import type { GatewayError } from './errors.js'
-import type { RateLimitHold } from './rate-limits.js'
+import type { RateLimitClaim, RateLimitHold } from './rate-limits.js'
 import type { HttpMethod, RouteSpec } from './routes.js'
 
 /** Types of API key (API.md §1). */
@@ -209,6 +209,8 @@ export class RequestContext {
   virtualKey: LimitSubject | null = null
   /** What the rate limiter took before forwarding, charged with the real usage after. written by: rate-limit */
   rateLimitHold: RateLimitHold | null = null
+  /** Rate limits left for the budget plugin's ledger call to check (see `LimitCoordination`). written by: rate-limit */
+  rateLimitClaim: RateLimitClaim | null = null
   /** The budget reserved before forwarding, settled with the real cost after. written by: budget */
   budgetHold: BudgetHold | null = null
   /** Cost of the request in USD from the price table (`null` when unknown). written by: budget (onLog) */

@@ -12,6 +12,7 @@
  * `charge` call carries the same hash tag: the plugin uses `{<workspace UUID>}` (every entity of
  * one request, API key, workspace and virtual key, belongs to one workspace).
  */
+import type { GatewayError } from './errors.js'
 import type { Service, Token } from './ports.js'
 
 /** One bucket: `key` is stable per (entity, rule) and carries the request's hash tag. */
@@ -62,3 +63,28 @@ export const MAX_BUCKET_TTL_MS = 400 * 86_400_000
 export interface RateLimitHold {
   readonly tokenBuckets: readonly BucketSpec[]
 }
+
+/**
+ * Rate limits staged for the budget plugin's ledger call (see `LimitCoordination`): the buckets to
+ * take, and how to answer a refusal (the rate-limit plugin's own 429, so the reply is the same
+ * whichever plugin made the call). written by: rate-limit; read by: budget
+ */
+export interface RateLimitClaim {
+  readonly acquires: readonly BucketAcquire[]
+  /** The 429 for the first refusing entry of `acquires`. */
+  refusal(index: number, retryAfterMs: number): GatewayError
+  /** Token buckets to charge after the reply (as `RateLimitHold`), or `null`. */
+  readonly tokenBuckets: readonly BucketSpec[] | null
+}
+
+/**
+ * How the limit plugins share round trips, decided by the composition root. When
+ * `rateLimitsRideWithBudget` is true (the budget plugin runs after rate-limit and its ledger lives
+ * in the same Redis as the buckets), the rate-limit plugin does not call the limiter for a request
+ * that also has usage limits (`hasUsageLimits`): it stages a `RateLimitClaim`, and the budget
+ * plugin checks buckets and budgets in one ledger call (one Lua script, all or nothing).
+ */
+export interface LimitCoordination {
+  readonly rateLimitsRideWithBudget: boolean
+}
+export const LimitCoordination = Symbol.for('gateway:LimitCoordination') as Token<LimitCoordination>

@@ -17,6 +17,8 @@
  */
 import {
   BUDGET_RESET_CHANNEL,
+  combinesRateLimits,
+  type CombinedReserveDecision,
   type BudgetAccounts,
   type BudgetCounter,
   type BudgetEntity,
@@ -26,6 +28,7 @@ import {
   type UsageStore,
 } from '../../core/budgets.js'
 import type { ChangeNotifier, Clock, HealthStatus, Logger, Service, UsageLimitRule } from '../../core/ports.js'
+import type { BucketAcquire } from '../../core/rate-limits.js'
 import { fromCounterUnit, toCounterUnit } from './cost.js'
 import { DAY_MS, usageWindow } from './periods.js'
 
@@ -121,15 +124,31 @@ export class BudgetBook implements BudgetAccounts, Service {
     }
   }
 
+  /** Whether `reserve` can take rate-limit buckets in the same ledger call (see `LimitCoordination`). */
+  get combinesRateLimits(): boolean {
+    return combinesRateLimits(this.#ledger)
+  }
+
   /**
-   * Reserves on every counter (all or nothing), seeding counters the ledger does not hold.
-   * Rejects when the ledger or, for seeding, the usage store cannot be reached.
+   * Reserves on every counter (all or nothing), seeding counters the ledger does not hold. With
+   * `acquires` (only when `combinesRateLimits`), the rate-limit buckets are checked and taken in the
+   * same call, all or nothing with the counters. Rejects when the ledger or, for seeding, the usage
+   * store cannot be reached.
    */
-  async reserve(items: ReadonlyArray<{ readonly counter: BudgetCounter; readonly amount: number }>, nowMs: number): Promise<ReserveDecision> {
-    let decision = await this.#ledger.reserve(items, nowMs)
+  async reserve(
+    items: ReadonlyArray<{ readonly counter: BudgetCounter; readonly amount: number }>,
+    nowMs: number,
+    acquires: readonly BucketAcquire[] = [],
+  ): Promise<CombinedReserveDecision> {
+    const ledger = this.#ledger
+    let call: () => Promise<CombinedReserveDecision>
+    if (acquires.length === 0) call = () => ledger.reserve(items, nowMs)
+    else if (combinesRateLimits(ledger)) call = () => ledger.reserveWithBuckets(items, acquires, nowMs)
+    else throw new Error('this budget ledger cannot check rate-limit buckets')
+    let decision = await call()
     for (let attempt = 0; decision.kind === 'unknown' && attempt < SEED_ATTEMPTS; attempt++) {
       await this.#seed(decision.indexes.map((index) => (items[index] as { counter: BudgetCounter }).counter))
-      decision = await this.#ledger.reserve(items, nowMs)
+      decision = await call()
     }
     if (decision.kind === 'unknown') throw new Error('budget counters stay unknown to the ledger after seeding')
     return decision

@@ -1,41 +1,18 @@
 /**
- * Cost arithmetic in nano-USD (integers, USD × 10⁹), from prices in USD per million tokens:
+ * Budget arithmetic in nano-USD (integers, USD × 10⁹), from prices in USD per million tokens:
  * one token at P USD/1M costs P × 1000 nano-USD.
- * - Real cost: uncached prompt tokens at the input price, cached prompt tokens at the cached-input
- *   price (else input), reasoning tokens at the reasoning price (else output), the remaining
- *   completion tokens at the output price.
+ * - Real cost: `costNanoUsd` (core/budgets.ts, shared with the log plugin).
  * - Worst case (the reservation): every prompt token at the input price and every possible output
  *   token at the higher of the output and reasoning prices.
  */
 import { NANO_USD_PER_USD, type ModelPrice } from '../../core/budgets.js'
 
-const NANO_PER_TOKEN_PER_PRICE = 1_000
+export { costNanoUsd, type TokenCounts } from '../../core/budgets.js'
 
-export interface TokenCounts {
-  readonly promptTokens: number
-  readonly completionTokens: number
-  /** Of the prompt tokens, those read from the provider's cache. */
-  readonly cachedTokens: number
-  /** Of the completion tokens, those spent reasoning (when the provider reports them). */
-  readonly reasoningTokens?: number
-}
+const NANO_PER_TOKEN_PER_PRICE = 1_000
 
 function count(value: number | undefined): number {
   return value !== undefined && Number.isFinite(value) && value > 0 ? value : 0
-}
-
-/** The cost of a reply's token usage, in nano-USD (rounded to the nearest integer). */
-export function costNanoUsd(price: ModelPrice, usage: TokenCounts): number {
-  const prompt = count(usage.promptTokens)
-  const completion = count(usage.completionTokens)
-  const cached = Math.min(count(usage.cachedTokens), prompt)
-  const reasoning = Math.min(count(usage.reasoningTokens), completion)
-  const perMillion =
-    (prompt - cached) * price.input +
-    cached * (price.cachedInput ?? price.input) +
-    (completion - reasoning) * price.output +
-    reasoning * (price.reasoning ?? price.output)
-  return Math.round(perMillion * NANO_PER_TOKEN_PER_PRICE)
 }
 
 /** The most a request can cost, in nano-USD (rounded up). */

@@ -4,7 +4,8 @@
  * Reads `ctx.principal.limitSubjects`, `ctx.virtualKey`, `ctx.route`, `ctx.rawBody`/`ctx.body`,
  * `ctx.credential`, and after the reply `ctx.usage`, `ctx.model`, `ctx.target`, `ctx.status`;
  * writes `ctx.budgetHold` (onAccess) and `ctx.costUsd` (after the reply).
- * I/O: one ledger call per request before forwarding (Redis: one Lua script), plus a seeding round
+ * I/O: one ledger call per request before forwarding (Redis: one Lua script, which also checks the
+ * rate limits staged by the rate-limit plugin in `ctx.rateLimitClaim`), plus a seeding round
  * trip to the usage store the first time a counter is used after a restart or a Redis flush; after
  * the reply, one ledger call to settle, and batched usage-store writes (book.ts). Alerts go to the
  * admin store's audit log (`resource_type` `budget`, actions `alert` and `exhausted`).
@@ -19,11 +20,12 @@
  * usage store) cannot be reached. Settling never changes the reply; a failure there is logged.
  */
 import { randomUUID } from 'node:crypto'
-import { NANO_USD_PER_USD, type BudgetHold, type BudgetHoldItem, type PriceTable } from '../../core/budgets.js'
-import type { JsonObject, LimitSubject, RequestContext } from '../../core/context.js'
+import { hasUsageLimits, NANO_USD_PER_USD, type BudgetHold, type BudgetHoldItem, type PriceTable } from '../../core/budgets.js'
+import type { JsonObject, LimitSubject, Principal, RequestContext } from '../../core/context.js'
 import { ERRORS, gatewayError, type GatewayError } from '../../core/errors.js'
 import type { GatewayPlugin } from '../../core/plugin.js'
 import type { AdminStore, Clock, Logger } from '../../core/ports.js'
+import type { RateLimitClaim } from '../../core/rate-limits.js'
 import type { BudgetBook } from './book.js'
 import type { BudgetConfig } from './config.js'
 import { costNanoUsd, formatAmount, fromCounterUnit, toCounterUnit, worstCaseNanoUsd } from './cost.js'
@@ -79,12 +81,10 @@ export class BudgetPlugin implements GatewayPlugin {
   }
 
   async onAccess(ctx: RequestContext): Promise<GatewayError | undefined> {
-    const principal = ctx.principal
-    if (principal === null || ctx.method === 'GET') return undefined
+    // The same test the rate-limit plugin uses to stage its claim for this call: they must agree.
+    if (!hasUsageLimits(ctx)) return undefined
+    const principal = ctx.principal as Principal
     const virtualKey = ctx.virtualKey
-    let rules = virtualKey === null ? 0 : virtualKey.usageLimits.length
-    for (const subject of principal.limitSubjects) rules += subject.usageLimits.length
-    if (rules === 0) return undefined
 
     const now = this.#clock.now()
     const workspaceId = principal.workspaceId ?? principal.organisationId
@@ -108,13 +108,15 @@ export class BudgetPlugin implements GatewayPlugin {
     for (const subject of principal.limitSubjects) add(subject)
     if (virtualKey !== null) add(virtualKey)
 
+    const claim = ctx.rateLimitClaim
     let decision
     try {
-      decision = await this.#book.reserve(items, now)
+      decision = await this.#book.reserve(items, now, claim === null ? [] : claim.acquires)
     } catch (error) {
       this.#failure('budget ledger or usage store unreachable: requests refused (503)', error)
       return gatewayError(ERRORS.GW_BUDGET_UNAVAILABLE)
     }
+    if (decision.kind === 'rate-limited') return (claim as RateLimitClaim).refusal(decision.index, decision.retryAfterMs)
     if (decision.kind === 'refused') return exhaustedError(items[decision.index] as BudgetHoldItem, decision.used)
     if (decision.kind !== 'reserved') return gatewayError(ERRORS.GW_BUDGET_UNAVAILABLE)
     ctx.budgetHold = { items, lease: decision.lease, workspaceId }

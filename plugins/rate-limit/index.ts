@@ -1,6 +1,6 @@
 import { definePlugin } from '../../core/plugin.js'
 import { Clock, Logger } from '../../core/ports.js'
-import { RateLimiter } from '../../core/rate-limits.js'
+import { LimitCoordination, RateLimiter } from '../../core/rate-limits.js'
 import { rateLimitConfigSchema, type RateLimitConfig } from './config.js'
 import { RateLimitPlugin } from './plugin.js'
 
@@ -10,6 +10,6 @@ export const rateLimit = definePlugin<RateLimitConfig>({
   groups: ['inference', 'passthrough'],
   phases: ['onAccess', 'onLog'],
   configSchema: rateLimitConfigSchema,
-  inject: [RateLimiter, Clock, Logger],
-  create: (config, deps) => new RateLimitPlugin(config, deps[0] as RateLimiter, deps[1] as Clock, deps[2] as Logger),
+  inject: [RateLimiter, Clock, Logger, LimitCoordination],
+  create: (config, deps) => new RateLimitPlugin(config, deps[0] as RateLimiter, deps[1] as Clock, deps[2] as Logger, deps[3] as LimitCoordination),
 })

@@ -3,7 +3,7 @@
  * Phases: onAccess (priority 700: after auth, scope-check and virtual-key, before budget; the body is
  * parsed, so `tokens` rules see `max_tokens`), onLog (charges the real token usage).
  * Reads `ctx.principal.limitSubjects`, `ctx.virtualKey`, `ctx.body` (or `ctx.rawBody` on
- * pass-through), `ctx.usage`, `ctx.target`; writes `ctx.rateLimitHold`.
+ * pass-through), `ctx.usage`, `ctx.target`; writes `ctx.rateLimitHold` and `ctx.rateLimitClaim`.
  * Without auth (no principal) there is nothing to limit and every request passes.
  * Rules: one token bucket per (entity, rule), capacity `value`, refilled over the unit's window.
  * `requests` rules take 1; `tokens` rules need `max_tokens` (or `max_completion_tokens`, default 1)
@@ -12,7 +12,10 @@
  * with `Retry-After` (seconds) and the entity named by its masked label.
  * I/O: at most one limiter call per request (one Redis round trip: a Lua script checks every bucket,
  * all or nothing), none when no subject has rules; the charge is one more call after the reply,
- * off the request path, only for `tokens` rules.
+ * off the request path, only for `tokens` rules. When `LimitCoordination.rateLimitsRideWithBudget`
+ * is set and the request also has usage limits, none at all: the buckets are staged in
+ * `ctx.rateLimitClaim` and the budget plugin checks them in its own ledger call (then a ledger
+ * failure answers 503 under the budget's fail-closed policy, whatever `failMode` says).
  * Failure policy: by config. When the limiter fails, `failMode: open` (default) lets the request
  * pass, `closed` answers 503 `GW_RATE_LIMIT_UNAVAILABLE`; a failed charge is dropped. Every failure
  * is counted (`stats()`) and logged at warn (at most one line per 10 s, with the count).
@@ -21,7 +24,8 @@ import type { LimitSubject, RequestContext } from '../../core/context.js'
 import { ERRORS, gatewayError, type GatewayError } from '../../core/errors.js'
 import type { GatewayPlugin } from '../../core/plugin.js'
 import type { Clock, Logger } from '../../core/ports.js'
-import type { BucketAcquire, BucketSpec, RateLimitDecision, RateLimiter } from '../../core/rate-limits.js'
+import { hasUsageLimits } from '../../core/budgets.js'
+import type { BucketAcquire, BucketSpec, LimitCoordination, RateLimitDecision, RateLimiter } from '../../core/rate-limits.js'
 import { compileRules, refusalMessage, retryAfterSeconds, tokenEstimate, tokenEstimateOfRaw, type CompiledRule } from './buckets.js'
 import type { RateLimitConfig } from './config.js'
 
@@ -51,6 +55,7 @@ export class RateLimitPlugin implements GatewayPlugin {
   readonly #limiter: RateLimiter
   readonly #clock: Clock
   readonly #logger: Logger
+  readonly #rideWithBudget: boolean
   /** Subjects are cached with their principal (auth, virtual-key), so their buckets are built once. */
   readonly #compiled = new WeakMap<LimitSubject, Compiled>()
   #refused = 0
@@ -59,11 +64,12 @@ export class RateLimitPlugin implements GatewayPlugin {
   #nextFailureLog = 0
   #unloggedFailures = 0
 
-  constructor(config: RateLimitConfig, limiter: RateLimiter, clock: Clock, logger: Logger) {
+  constructor(config: RateLimitConfig, limiter: RateLimiter, clock: Clock, logger: Logger, coordination: LimitCoordination = { rateLimitsRideWithBudget: false }) {
     this.#failClosed = config.failMode === 'closed'
     this.#limiter = limiter
     this.#clock = clock
     this.#logger = logger
+    this.#rideWithBudget = coordination.rateLimitsRideWithBudget
   }
 
   stats(): RateLimitStats {
@@ -101,6 +107,17 @@ export class RateLimitPlugin implements GatewayPlugin {
       }
     }
 
+    // Only with a workspace: the budget counters' hash tag is then the buckets' tag (one Cluster slot).
+    if (this.#rideWithBudget && principal.workspaceId !== null && hasUsageLimits(ctx)) {
+      ctx.rateLimitClaim = {
+        acquires: requests,
+        tokenBuckets,
+        refusal: (index, retryAfterMs) => this.#refuse(rules[index] as CompiledRule, estimate, retryAfterMs),
+      }
+      if (tokenBuckets !== null) ctx.rateLimitHold = { tokenBuckets }
+      return undefined
+    }
+
     let decision: RateLimitDecision
     try {
       decision = await this.#limiter.acquire(requests, this.#clock.now())
@@ -109,15 +126,16 @@ export class RateLimitPlugin implements GatewayPlugin {
       this.#noteFailure('acquire', error)
       return this.#failClosed ? gatewayError(ERRORS.GW_RATE_LIMIT_UNAVAILABLE) : undefined
     }
-    if (!decision.allowed) {
-      this.#refused++
-      const rule = rules[decision.index] as CompiledRule
-      return gatewayError(ERRORS.GW_RATE_LIMITED, refusalMessage(rule, estimate), {
-        headers: [['retry-after', String(retryAfterSeconds(decision.retryAfterMs))]],
-      })
-    }
+    if (!decision.allowed) return this.#refuse(rules[decision.index] as CompiledRule, estimate, decision.retryAfterMs)
     if (tokenBuckets !== null) ctx.rateLimitHold = { tokenBuckets }
     return undefined
+  }
+
+  #refuse(rule: CompiledRule, estimate: number, retryAfterMs: number): GatewayError {
+    this.#refused++
+    return gatewayError(ERRORS.GW_RATE_LIMITED, refusalMessage(rule, estimate), {
+      headers: [['retry-after', String(retryAfterSeconds(retryAfterMs))]],
+    })
   }
 
   onLog(ctx: RequestContext): void {

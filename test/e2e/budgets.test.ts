@@ -4,11 +4,13 @@
  * client. Embedded mode (in-process ledger, DuckDB usage store) with a restart on the same data
  * directory, and Redis mode with the budget keys deleted (as by a flush) mid-way.
  */
-import { randomUUID } from 'node:crypto'
+import { createHash, randomUUID } from 'node:crypto'
 import { rmSync } from 'node:fs'
 import { Redis } from 'ioredis'
 import OpenAI from 'openai'
 import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest'
+import { RESERVE_SCRIPT, SETTLE_SCRIPT } from '../../adapters/redis/redis-budget-ledger.js'
+import { ACQUIRE_SCRIPT } from '../../adapters/redis/redis-rate-limiter.js'
 import { startGateway, type GatewayHandle } from '../../config/boot.js'
 import { TEST_ADMIN_KEY, startTestGateway, type TestGateway } from '../helpers/gateway.js'
 import { MOCK_USAGE, startMockUpstream, type MockUpstream } from '../helpers/mock-upstream.js'
@@ -311,6 +313,53 @@ describe('budgets (Redis ledger)', () => {
     expect(successes).toBe(4)
     expect(await redis.hget(keys[0] as string, 'u')).toBe(String(7 * PER_REQUEST))
     expect((await usageOf(caller, keyId)).status).toBe('exhausted')
+  })
+})
+
+describe('rate limits and budgets together (Redis)', () => {
+  it('checks both in one ledger script per request (no rate-limiter script), still answering 429', async () => {
+    const gw = await startTestGateway({ env: { REDIS_URL: inject('redisUrl') } })
+    const redis = new Redis(inject('redisUrl'), { lazyConnect: true, maxRetriesPerRequest: 1 })
+    const monitor = await redis.monitor()
+    try {
+      const caller = callerOf(gw)
+      const workspace = await caller.admin('POST', '/v1/admin/workspaces', { name: `both-${randomUUID().slice(0, 6)}` })
+      const created = await caller.admin('POST', '/v1/api-keys/workspace/service', {
+        name: 'both',
+        workspace_id: workspace.body.id,
+        scopes: ['completions.write'],
+        rate_limits: [{ type: 'requests', unit: 'rpm', value: 3 }],
+        usage_limits: { type: 'tokens', credit_limit: 1_000_000 },
+      })
+      expect(created.status).toBe(200)
+      // Every script call, by script.
+      const sha = (source: string): string => createHash('sha1').update(source).digest('hex')
+      const names = new Map([
+        [sha(ACQUIRE_SCRIPT), 'acquire'],
+        [sha(RESERVE_SCRIPT), 'reserve'],
+        [sha(SETTLE_SCRIPT), 'settle'],
+      ])
+      const scripts = new Map<string, number>()
+      monitor.on('monitor', (_time: string, args: string[]) => {
+        if (!/^evalsha$/i.test(args[0] ?? '')) return
+        const name = names.get(args[1] ?? '') ?? 'other'
+        scripts.set(name, (scripts.get(name) ?? 0) + 1)
+      })
+
+      const statuses: number[] = []
+      for (let index = 0; index < 4; index++) statuses.push((await chat(caller, created.body.key)).status)
+      expect(statuses).toEqual([200, 200, 200, 429])
+      await vi.waitFor(async () => expect((await usageOf(caller, created.body.id)).usage_limits.current_usage).toBe(3 * PER_REQUEST), WAIT)
+      // One call per request before forwarding (the first one twice: its counter was seeded in between).
+      expect(scripts.get('reserve')).toBe(5)
+      expect(scripts.get('acquire') ?? 0).toBe(0)
+      // Settlements ride on the next request's call, or go alone when none comes within 20 ms.
+      expect(scripts.get('settle') ?? 0).toBeLessThanOrEqual(3)
+    } finally {
+      monitor.disconnect()
+      redis.disconnect()
+      await gw.close()
+    }
   })
 })
 

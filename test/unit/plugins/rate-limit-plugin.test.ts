@@ -342,3 +342,34 @@ describe('rate-limit plugin: limiter failures', () => {
     expect(await plugin.onAccess(request(limited()))).toBeUndefined()
   })
 })
+
+describe('rate-limit plugin with LimitCoordination (limits ride with the budget ledger call)', () => {
+  const budgetRule = { type: 'cost' as const, creditLimit: 10, alertThreshold: null, periodicReset: null, periodicResetDays: null }
+  const coordinated = (limiter: SpyLimiter) =>
+    new RateLimitPlugin({ failMode: 'open' }, limiter, new FakeClock(), recordingLogger(), { rateLimitsRideWithBudget: true })
+
+  it('stages the buckets for the budget plugin instead of calling the limiter when the request has usage limits', async () => {
+    const limiter = new SpyLimiter()
+    const plugin = coordinated(limiter)
+    const key: LimitSubject = { ...apiKey([{ type: 'requests', unit: 'rpm', value: 1 }]), usageLimits: [budgetRule] }
+    const ctx = request([key])
+    expect(await plugin.onAccess(ctx)).toBeUndefined()
+    expect(limiter.acquires).toHaveLength(0)
+    expect(ctx.rateLimitClaim?.acquires).toHaveLength(1)
+    expect(ctx.rateLimitClaim?.acquires[0]).toMatchObject({ take: 1, require: 0 })
+    // The claim answers a refusal with the plugin's own 429.
+    const refusal = ctx.rateLimitClaim?.refusal(0, 2_500) as GatewayError
+    expect(refusal.code).toBe('GW_RATE_LIMITED')
+    expect(refusal.headers).toContainEqual(['retry-after', '3'])
+    expect(plugin.stats().refused).toBe(1)
+  })
+
+  it('calls the limiter itself when no usage limit applies (the budget plugin will not run a ledger call)', async () => {
+    const limiter = new SpyLimiter()
+    const plugin = coordinated(limiter)
+    const ctx = request([apiKey([{ type: 'requests', unit: 'rpm', value: 1 }])])
+    expect(await plugin.onAccess(ctx)).toBeUndefined()
+    expect(limiter.acquires).toHaveLength(1)
+    expect(ctx.rateLimitClaim).toBeNull()
+  })
+})
