@@ -8,6 +8,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Redis } from 'ioredis'
 import { request } from 'undici'
+import { startClickHouse } from '../test/helpers/services.js'
 import { findWrk, runNodeClosedLoop, runOpenLoop, runWrk, stopLoadDrivers } from './load.js'
 import type { ClosedLoopResult, OpenLoopResult, RequestSpec } from './load.js'
 
@@ -42,8 +43,8 @@ const adminKey = `gw-admin-bench-${randomBytes(12).toString('hex')}`
 const maxErrorRatio = 0.01
 
 type Mode = 'json' | 'stream'
-type ScenarioName = 'mock' | 'bare' | 'gateway-forward' | 'gateway-full' | 'gateway-limits'
-type GatewayKind = 'forward' | 'full' | 'limits'
+type ScenarioName = 'mock' | 'bare' | 'gateway-forward' | 'gateway-full-nolog' | 'gateway-full' | 'gateway-limits'
+type GatewayKind = 'forward' | 'full-nolog' | 'full' | 'limits'
 
 // A rate limit that never refuses during a run, and a token budget that is never used up.
 const unreachableRateLimit = { type: 'requests', unit: 'rpm', value: 100_000_000 }
@@ -58,8 +59,28 @@ type RedisServer = {
   stop: () => Promise<void>
 }
 
+// The log sink's counters (`/metrics`) over one mode: proof the records arrived, and what was lost.
+type LogFigures = {
+  store: 'clickhouse' | 'duckdb'
+  written: number | null
+  dropped: number | null
+  journaled: number | null
+}
+
+// `gateway-full` against `gateway-full-nolog`: what logging costs the request path.
+type LoggingComparison = {
+  mode: Mode
+  rpsRatio: number | null
+  costPercent: number | null
+  target: boolean | null
+}
+
+// The issue 5 target: logging costs at most this share of the full chain's requests/s.
+const maxLoggingCostPercent = 10
+
 type Server = {
   origin: string
+  logStore: 'clickhouse' | 'duckdb' | null
   pid: number
   apiKey: string | null
   virtualKey: string | null
@@ -97,6 +118,7 @@ type ModeResult = {
   redis: RedisFigures | null
   // Virtual key's budget usage (tokens) read through the Admin API after the mode: proof it was charged.
   budgetUsageAfter: number | null
+  log: LogFigures | null
   valid: boolean
   invalidReason: string | null
 }
@@ -315,6 +337,25 @@ const field = (obj: Record<string, unknown>, name: string): string | null => {
   return null
 }
 
+// The log sink's counters from `/metrics` (gw_log_* gauges), `null` when a metric is absent.
+const logCounters = async (origin: string): Promise<{ written: number | null, dropped: number | null, journaled: number | null, queued: number | null }> => {
+  const res = await request(`${origin}/metrics`, { headersTimeout: 5000, bodyTimeout: 5000 })
+  const text = await res.body.text()
+  const metric = (name: string): number | null => {
+    const m = text.match(new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.e+-]+)$`, 'm'))
+    return m === null ? null : Number(m[1])
+  }
+  return {
+    written: metric('gw_log_written_records_total'),
+    dropped: metric('gw_log_dropped_records_total'),
+    journaled: metric('gw_log_journaled_records'),
+    queued: metric('gw_log_queue_records')
+  }
+}
+
+const delta = (after: number | null, before: number | null): number | null =>
+  after === null || before === null ? null : after - before
+
 const getJson = async (url: string, headers: Record<string, string>): Promise<Record<string, unknown>> => {
   const res = await request(url, { headers, headersTimeout: 5000, bodyTimeout: 5000 })
   const text = await res.body.text()
@@ -322,16 +363,20 @@ const getJson = async (url: string, headers: Record<string, string>): Promise<Re
   return JSON.parse(text) as Record<string, unknown>
 }
 
-const startGateway = async (mockOrigin: string, kind: GatewayKind): Promise<Server> => {
+const startGateway = async (mockOrigin: string, kind: GatewayKind, clickHouseUrl: string | null): Promise<Server> => {
   if (!existsSync(gatewayMain)) throw new Error(`${gatewayMain} not found (gateway not built yet)`)
   const full = kind !== 'forward'
   const redis = kind === 'limits' ? await startRedis() : null
   const dir = mkdtempSync(join(tmpdir(), 'bench-gateway-'))
   tempDirs.add(dir)
   const overlayPath = join(dir, 'overlay.json')
-  const overlay = full
-    ? {}
-    : { plugins: { auth: { enabled: false }, 'scope-check': { enabled: false }, log: { enabled: false }, 'admin-api': { enabled: false } } }
+  const overlay = kind === 'forward'
+    ? { plugins: { auth: { enabled: false }, 'scope-check': { enabled: false }, log: { enabled: false }, 'admin-api': { enabled: false } } }
+    : kind === 'full-nolog' ? { plugins: { log: { enabled: false } } } : {}
+  const logs = kind === 'full' || kind === 'limits'
+  // Each gateway logs to its own ClickHouse database (the URL path names it).
+  const logStore = !logs ? null : clickHouseUrl === null ? 'duckdb' : 'clickhouse'
+  const clickHouseEnv = logStore === 'clickhouse' ? { CLICKHOUSE_URL: `${clickHouseUrl}/bench_${kind}_${randomBytes(4).toString('hex')}` } : {}
   writeFileSync(overlayPath, JSON.stringify(overlay))
   const dataDir = join(dir, 'data')
   mkdirSync(dataDir)
@@ -348,7 +393,8 @@ const startGateway = async (mockOrigin: string, kind: GatewayKind): Promise<Serv
       GATEWAY_CONFIG: overlayPath,
       GATEWAY_BOOTSTRAP_ADMIN_KEY: adminKey,
       GATEWAY_ALLOWED_CUSTOM_HOSTS: '127.0.0.1',
-      ...(redis === null ? {} : { REDIS_URL: redis.url })
+      ...(redis === null ? {} : { REDIS_URL: redis.url }),
+      ...clickHouseEnv
     },
     stdio: ['ignore', logFd, logFd]
   })
@@ -402,7 +448,7 @@ const startGateway = async (mockOrigin: string, kind: GatewayKind): Promise<Serv
         if (!/redis-rate-limiter/.test(checks)) throw new Error(`gateway is not on the Redis rate limiter: /readyz ${checks.slice(0, 300)}`)
       }
     }
-    return { origin, pid: child.pid!, apiKey, virtualKey, redis, stop: cleanup }
+    return { origin, logStore, pid: child.pid!, apiKey, virtualKey, redis, stop: cleanup }
   } catch (e) {
     let logTail = ''
     try { logTail = tail(readFileSync(logPath, 'utf8')) } catch { logTail = '' }
@@ -544,6 +590,7 @@ const runMode = async (scenario: ScenarioName, mode: Mode, server: Server, mockO
     otherCpuPercent: null,
     redis: null,
     budgetUsageAfter: null,
+    log: null,
     valid: false,
     invalidReason: null
   }
@@ -565,6 +612,7 @@ const runMode = async (scenario: ScenarioName, mode: Mode, server: Server, mockO
     result.redis = { closed: null, open: null, cpuUsPerRequest: null, peakRssMb: null }
   }
   const cpuStart = cpuSnapshot(ownPids)
+  const logBefore = server.logStore === null ? null : await logCounters(server.origin)
   // Redis script calls are counted over the measured runs only (warm-ups excluded). The end snapshot
   // waits a moment so that the last replies' settlements (sent after the reply) are in it.
   let redisBefore: Record<string, number> = {}
@@ -628,6 +676,20 @@ const runMode = async (scenario: ScenarioName, mode: Mode, server: Server, mockO
   result.otherCpuPercent = otherCpuPercent(cpuStart, cpuSnapshot(ownPids))
   if (result.otherCpuPercent !== null && result.otherCpuPercent > 10) {
     log(`  ${scenario}/${mode}: WARNING other processes used ${result.otherCpuPercent.toFixed(0)}% of the CPUs meanwhile — figures skewed`)
+  }
+  if (server.logStore !== null && logBefore !== null) {
+    // Records are written in batches (every second by default): wait until the queue is empty.
+    let after = await logCounters(server.origin)
+    for (let i = 0; i < 50 && (after.queued ?? 0) > 0; i++) {
+      await sleep(200)
+      after = await logCounters(server.origin)
+    }
+    result.log = {
+      store: server.logStore,
+      written: delta(after.written, logBefore.written),
+      dropped: delta(after.dropped, logBefore.dropped),
+      journaled: after.journaled
+    }
   }
   result.serverPeakRssMb = peakRssMb(server.pid)
   if (upstreamSeparate) result.upstreamPeakRssMb = peakRssMb(mockPid)
@@ -757,9 +819,36 @@ const limitsTable = (rows: LimitsComparison[], results: ModeResult[]): string =>
   }))
 }
 
-const allScenarios: ScenarioName[] = ['mock', 'bare', 'gateway-forward', 'gateway-full', 'gateway-limits']
-const aliases: Record<string, ScenarioName> = { forward: 'gateway-forward', full: 'gateway-full', gateway: 'gateway-full', limits: 'gateway-limits' }
-const gatewayKinds: Partial<Record<ScenarioName, GatewayKind>> = { 'gateway-forward': 'forward', 'gateway-full': 'full', 'gateway-limits': 'limits' }
+const loggingTable = (rows: LoggingComparison[], results: ModeResult[]): string => {
+  const header = ['full vs full-nolog', 'mode', 'log store', 'rps ratio', `logging cost % (<=${maxLoggingCostPercent})`, 'records written', 'dropped', 'journaled']
+  return table(header, rows.map((c) => {
+    const r = results.find((x) => x.scenario === 'gateway-full' && x.mode === c.mode)
+    return [
+      'gateway-full', c.mode, r?.log?.store ?? '-', fmt(c.rpsRatio), `${fmt(c.costPercent, 1)}${mark(c.target)}`,
+      String(r?.log?.written ?? '-'), String(r?.log?.dropped ?? '-'), String(r?.log?.journaled ?? '-')
+    ]
+  }))
+}
+
+const allScenarios: ScenarioName[] = ['mock', 'bare', 'gateway-forward', 'gateway-full-nolog', 'gateway-full', 'gateway-limits']
+const aliases: Record<string, ScenarioName> = { forward: 'gateway-forward', nolog: 'gateway-full-nolog', 'full-nolog': 'gateway-full-nolog', full: 'gateway-full', gateway: 'gateway-full', limits: 'gateway-limits' }
+const gatewayKinds: Partial<Record<ScenarioName, GatewayKind>> = { 'gateway-forward': 'forward', 'gateway-full-nolog': 'full-nolog', 'gateway-full': 'full', 'gateway-limits': 'limits' }
+
+// Where the logging scenarios send their records: BENCH_CLICKHOUSE_URL, else a throwaway
+// clickhouse-server, else (BENCH_LOG_STORE=duckdb, or no clickhouse-server) the embedded DuckDB file.
+const startLogStore = async (selected: readonly ScenarioName[]): Promise<{ url: string, stop: () => Promise<void> } | null> => {
+  if (!selected.some((s) => s === 'gateway-full' || s === 'gateway-limits')) return null
+  if (process.env.BENCH_LOG_STORE === 'duckdb') return null
+  const external = process.env.BENCH_CLICKHOUSE_URL
+  if (external !== undefined && external !== '') return { url: external.replace(/\/+$/, ''), stop: async () => {} }
+  try {
+    const server = await startClickHouse()
+    return { url: server.url, stop: server.stop }
+  } catch (e) {
+    log(`bench: WARNING no ClickHouse (${(e as Error).message.split('\n')[0]}): logging scenarios use the embedded DuckDB sink`)
+    return null
+  }
+}
 
 const main = async (): Promise<void> => {
   const startedAt = new Date()
@@ -786,24 +875,27 @@ const main = async (): Promise<void> => {
   const mockPid = mock.child.pid!
   log(`bench: mock upstream ready at ${mockOrigin}`)
 
+  const clickHouse = await startLogStore(selected)
+  if (clickHouse !== null) log(`bench: logging scenarios write to ClickHouse at ${clickHouse.url}`)
+
   const results: ModeResult[] = []
   for (const scenario of selected) {
     log(`bench: scenario ${scenario}`)
     let server: Server
     try {
       if (scenario === 'mock') {
-        server = { origin: mockOrigin, pid: mockPid, apiKey: null, virtualKey: null, redis: null, stop: async () => {} }
+        server = { origin: mockOrigin, logStore: null, pid: mockPid, apiKey: null, virtualKey: null, redis: null, stop: async () => {} }
       } else if (scenario === 'bare') {
         const bare = await spawnWithReadyLine(join(distBench, 'bare-forwarder.js'), { PORT: '0', UPSTREAM: mockOrigin })
-        server = { origin: `http://127.0.0.1:${bare.port}`, pid: bare.child.pid!, apiKey: null, virtualKey: null, redis: null, stop: () => stopChild(bare.child) }
+        server = { origin: `http://127.0.0.1:${bare.port}`, logStore: null, pid: bare.child.pid!, apiKey: null, virtualKey: null, redis: null, stop: () => stopChild(bare.child) }
       } else {
-        server = await startGateway(mockOrigin, gatewayKinds[scenario]!)
+        server = await startGateway(mockOrigin, gatewayKinds[scenario]!, clickHouse?.url ?? null)
       }
     } catch (e) {
       const reason = `server failed to start: ${(e as Error).message}`
       log(`  ${scenario}: SKIPPED — ${reason}`)
       for (const mode of modes) {
-        results.push({ scenario, mode, skipped: reason, closed: null, open: null, serverPeakRssMb: null, serverCpuUsPerRequest: null, upstreamPeakRssMb: null, upstreamCpuUsPerRequest: null, otherCpuPercent: null, redis: null, budgetUsageAfter: null, valid: false, invalidReason: reason })
+        results.push({ scenario, mode, skipped: reason, closed: null, open: null, serverPeakRssMb: null, serverCpuUsPerRequest: null, upstreamPeakRssMb: null, upstreamCpuUsPerRequest: null, otherCpuPercent: null, redis: null, budgetUsageAfter: null, log: null, valid: false, invalidReason: reason })
       }
       continue
     }
@@ -814,6 +906,7 @@ const main = async (): Promise<void> => {
     }
   }
   await stopChild(mock.child)
+  await clickHouse?.stop()
 
   const comparisons: Comparison[] = []
   for (const mode of modes) {
@@ -835,12 +928,23 @@ const main = async (): Promise<void> => {
     if (c !== null) limitsComparisons.push(c)
   }
 
+  const loggingComparisons: LoggingComparison[] = []
+  for (const mode of modes) {
+    const full = results.find((r) => r.scenario === 'gateway-full' && r.mode === mode)
+    const nolog = results.find((r) => r.scenario === 'gateway-full-nolog' && r.mode === mode)
+    if (full?.closed == null) continue
+    const rpsRatio = nolog?.closed == null ? null : full.closed.rps / nolog.closed.rps
+    const costPercent = rpsRatio === null ? null : (1 - rpsRatio) * 100
+    loggingComparisons.push({ mode, rpsRatio, costPercent, target: costPercent === null ? null : costPercent <= maxLoggingCostPercent })
+  }
+
   process.stdout.write(`\n${resultTable(results)}\n`)
   if (comparisons.length > 0) process.stdout.write(`\n${comparisonTable(comparisons)}\n`)
   if (limitsComparisons.length > 0) {
     process.stdout.write(`\n${limitsTable(limitsComparisons, results)}\n`)
     process.stdout.write(`redis calls/req = EVAL/EVALSHA calls / requests of the measured open loop (all limits of a request, before and after the reply); the closed-loop figure is off by the ${options.connections} requests in flight at each edge\n`)
   }
+  if (loggingComparisons.length > 0) process.stdout.write(`\n${loggingTable(loggingComparisons, results)}\n`)
   process.stdout.write('\nerrors = closed-loop/open-loop; latencies at the fixed rate and TTFB are from the scheduled send time\n')
 
   const report = {
@@ -860,7 +964,8 @@ const main = async (): Promise<void> => {
     mock: { chunks: Number(process.env.MOCK_CHUNKS ?? 20), chunkDelayMs: Number(process.env.MOCK_CHUNK_DELAY_MS ?? 0), latencyMs: Number(process.env.MOCK_LATENCY_MS ?? 0) },
     results,
     comparisons,
-    limitsComparisons
+    limitsComparisons,
+    loggingComparisons
   }
   mkdirSync(resultsDir, { recursive: true })
   const file = join(resultsDir, `${startedAt.toISOString().replace(/:/g, '-')}.json`)

@@ -3,7 +3,7 @@
  * plugins → compile pipelines → listen. Stop: stop accepting → drain in-flight requests (bounded by
  * `server.shutdownGraceMs`) → close plugins → close services in reverse (the log sink flushes).
  */
-import { Gauge, Registry, collectDefaultMetrics } from 'prom-client'
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client'
 import { HttpServer } from '../core/http/server.js'
 import { Pipeline } from '../core/pipeline.js'
 import type { Service } from '../core/ports.js'
@@ -61,9 +61,24 @@ function metricsRegistry(wiring: Wiring, server: () => HttpServer | null): Regis
           this.set(read())
         },
       })
+    // The sink's totals only grow, so they are exposed as counters (rate() works on them).
+    const total = (name: string, help: string, read: () => number) => {
+      let reported = 0
+      return new Counter({
+        name,
+        help,
+        registers: [registry],
+        collect() {
+          const now = read()
+          if (now > reported) this.inc(now - reported)
+          reported = Math.max(reported, now)
+        },
+      })
+    }
     stat('gw_log_queue_records', 'Log records waiting to be written', () => sink.stats().queued)
-    stat('gw_log_written_records_total', 'Log records written', () => sink.stats().written)
-    stat('gw_log_dropped_records_total', 'Log records lost (queue overflow)', () => sink.stats().dropped)
+    stat('gw_log_journaled_records', 'Log records in the on-disk journal, waiting for the log store to come back', () => sink.stats().journaled)
+    total('gw_log_written_records_total', 'Log records written to the log store', () => sink.stats().written)
+    total('gw_log_dropped_records_total', 'Log records lost (queue overflow, full journal, unrepresentable records)', () => sink.stats().dropped)
   }
   return registry
 }

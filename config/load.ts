@@ -7,7 +7,7 @@
  * `GATEWAY_JWKS_URL` / `GATEWAY_JWKS` (one of them) and `GATEWAY_PUBLIC_URL` (the auth plugin's
  * `bootstrap`); `GATEWAY_PUBLIC_URL` again (admin-api's `publicUrl`, the base of invite links).
  * Variables read into `environment`: `MONGODB_URI`, `REDIS_URL` (`?cluster=true` selects Redis
- * Cluster for the rate limiter), `GATEWAY_PUBLIC_URL`, `GATEWAY_DATA_DIR`,
+ * Cluster for the rate limiter), `CLICKHOUSE_URL` (path = database), `GATEWAY_PUBLIC_URL`, `GATEWAY_DATA_DIR`,
  * `GATEWAY_ALLOWED_CUSTOM_HOSTS`, `GATEWAY_LOG_LEVEL`, `GATEWAY_MASTER_KEY` (resolved by the
  * composition root when a plugin needs the secret cipher).
  */
@@ -22,9 +22,6 @@ export interface LoadedConfig {
   readonly config: GatewayConfig
   readonly environment: GatewayEnvironment
 }
-
-/** Stores this version cannot use yet: refusing beats silently running on the embedded store. */
-const NOT_YET_SUPPORTED = ['CLICKHOUSE_URL'] as const
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === 'object' && !Array.isArray(value)
@@ -103,6 +100,31 @@ function publicUrl(value: string): string {
   return url.toString().replace(/\/+$/, '')
 }
 
+const CLICKHOUSE_DATABASE = /^[A-Za-z_][A-Za-z0-9_]*$/
+
+/**
+ * `CLICKHOUSE_URL`: `http(s)://[user:password@]host:port[/database]`. Messages never echo the
+ * value (it usually carries a password).
+ */
+function clickHouseSettings(value: string | null): { url: string; database: string } | null {
+  if (value === null) return null
+  let url: URL
+  try {
+    url = new URL(value)
+  } catch {
+    throw new ConfigError('CLICKHOUSE_URL', 'must be an http:// or https:// URL of the ClickHouse HTTP interface (value not shown: it may hold a password)')
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new ConfigError('CLICKHOUSE_URL', 'must be an http:// or https:// URL of the ClickHouse HTTP interface (value not shown: it may hold a password)')
+  }
+  const path = url.pathname.replace(/^\/+|\/+$/g, '')
+  if (path !== '' && !CLICKHOUSE_DATABASE.test(path)) {
+    throw new ConfigError('CLICKHOUSE_URL', 'the path names the database and must match [A-Za-z_][A-Za-z0-9_]*')
+  }
+  url.pathname = '/'
+  return { url: url.toString(), database: path === '' ? 'gateway' : path }
+}
+
 /** `GATEWAY_JWKS`: a static JSON Web Key Set, `{"keys":[{...}, ...]}` with at least one key. */
 function staticJwks(value: string): { keys: Array<Record<string, unknown>> } {
   let parsed: unknown
@@ -118,13 +140,9 @@ function staticJwks(value: string): { keys: Array<Record<string, unknown>> } {
 }
 
 export function loadConfig(env: Environment, overlay?: unknown): LoadedConfig {
-  for (const name of NOT_YET_SUPPORTED) {
-    if (optional(env, name) !== null) {
-      throw new ConfigError(name, 'this version has no adapter for it yet (logs and analytics use the embedded DuckDB file); unset it')
-    }
-  }
   const mongodbUri = storeUrl(env, 'MONGODB_URI', ['mongodb://', 'mongodb+srv://'])
   const redisUrl = storeUrl(env, 'REDIS_URL', ['redis://', 'rediss://'])
+  const clickhouse = clickHouseSettings(optional(env, 'CLICKHOUSE_URL'))
   const jwksUrlValue = optional(env, 'GATEWAY_JWKS_URL')
   const jwksValue = optional(env, 'GATEWAY_JWKS')
   if (jwksUrlValue !== null && jwksValue !== null) {
@@ -181,6 +199,7 @@ export function loadConfig(env: Environment, overlay?: unknown): LoadedConfig {
       logLevel: env.GATEWAY_LOG_LEVEL !== undefined && env.GATEWAY_LOG_LEVEL !== '' ? env.GATEWAY_LOG_LEVEL : 'info',
       mongodbUri,
       redisUrl,
+      clickhouse,
       masterKey: optional(env, 'GATEWAY_MASTER_KEY'),
       publicUrl: configuredPublicUrl ?? `http://localhost:${parsed.data.server.port}`,
     },

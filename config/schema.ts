@@ -35,6 +35,8 @@ export const gatewayConfigSchema = z
         batchSize: z.number().int().min(1),
         flushIntervalMs: z.number().int().min(1),
         maxQueue: z.number().int().min(1),
+        /** Bytes the on-disk journal (`<dataDir>/log-journal/`) may hold while the log store is unreachable. */
+        journalMaxBytes: z.number().int().min(1),
       })
       .strict(),
     plugins: z.record(z.string(), pluginSettings),
@@ -57,6 +59,12 @@ export interface GatewayEnvironment {
    * the seed (its keys share a hash tag per workspace, so its one script per request runs there).
    */
   readonly redisUrl: string | null
+  /**
+   * `CLICKHOUSE_URL`: request logs (and analytics) live in ClickHouse when set, in the embedded
+   * DuckDB file otherwise. `url` is the HTTP interface without a path (credentials kept);
+   * `database` is the URL's path, or `gateway`.
+   */
+  readonly clickhouse: { readonly url: string; readonly database: string } | null
   /**
    * `GATEWAY_MASTER_KEY` (64 hex characters or base64 of 32 bytes; checked when first used): the key
    * that encrypts virtual keys' provider credentials. Unset: the embedded store's

@@ -8,19 +8,24 @@
  *
  * The environment picks the production adapters: `MONGODB_URI` → MongoDB admin store (else the
  * embedded DuckDB file) and budget usage store, `REDIS_URL` → Redis change notifier, rate limiter
- * and budget ledger (else in process).
+ * and budget ledger (else in process), `CLICKHOUSE_URL` → ClickHouse log sink and log analytics (else the DuckDB file;
+ * either journals under `<dataDir>/log-journal/` while its store is unreachable).
  * Service names carry the technology where there is a choice, so `/readyz` shows which adapter runs.
  */
 import 'reflect-metadata'
 import { join } from 'node:path'
 import { pino } from 'pino'
 import { container as rootContainer, instanceCachingFactory, type DependencyContainer } from 'tsyringe'
+import { ClickHouseLogAnalytics } from '../adapters/clickhouse/clickhouse-log-analytics.js'
+import { ClickHouseLogSink } from '../adapters/clickhouse/clickhouse-log-sink.js'
 import { AesGcmSecretCipher } from '../adapters/crypto/aes-gcm-secret-cipher.js'
 import { MasterKeyError, resolveMasterKey } from '../adapters/crypto/master-key.js'
 import { DuckDbAdminStore } from '../adapters/embedded/duckdb-admin-store.js'
 import { DuckDbDatabase } from '../adapters/embedded/duckdb-database.js'
+import { DuckDbLogAnalytics } from '../adapters/embedded/duckdb-log-analytics.js'
 import { DuckDbLogSink } from '../adapters/embedded/duckdb-log-sink.js'
 import { DuckDbUsageStore } from '../adapters/embedded/duckdb-usage-store.js'
+import { FileExportStore } from '../adapters/embedded/file-export-store.js'
 import { InProcessBudgetLedger } from '../adapters/memory/in-process-budget-ledger.js'
 import { InProcessChangeNotifier } from '../adapters/memory/in-process-change-notifier.js'
 import { InProcessRateLimiter } from '../adapters/memory/in-process-rate-limiter.js'
@@ -33,6 +38,8 @@ import { RedisBudgetLedger } from '../adapters/redis/redis-budget-ledger.js'
 import { RedisChangeNotifier } from '../adapters/redis/redis-change-notifier.js'
 import { RedisRateLimiter } from '../adapters/redis/redis-rate-limiter.js'
 import { BudgetAccounts, BudgetLedger, PriceTable, UNTRACKED_BUDGETS, UsageStore } from '../core/budgets.js'
+import { ExportStore, LogServices } from '../core/log-exports.js'
+import { LogAnalytics } from '../core/logs.js'
 import type { PipelineMember } from '../core/pipeline.js'
 import { LimitCoordination, RateLimiter } from '../core/rate-limits.js'
 import type { GatewayPlugin } from '../core/plugin.js'
@@ -74,6 +81,8 @@ const PORT_NAMES = new Map<symbol, string>([
   [PriceTable, 'price-table'],
   [Clock, 'clock'],
   [Logger, 'logger'],
+  [LogServices, 'log-services'],
+  [LogAnalytics, 'log-analytics'],
 ])
 
 function isService(value: unknown): value is Service {
@@ -118,9 +127,37 @@ export function wire(loaded: LoadedConfig): Wiring {
       useFactory: serviceFactory('admin-store', (c) => new DuckDbAdminStore(c.resolve<DuckDbDatabase>(DATABASE))),
     })
   }
-  container.register(LogSink, {
-    useFactory: serviceFactory('log-sink', (c) => new DuckDbLogSink(c.resolve<DuckDbDatabase>(DATABASE), { ...config.logSink, logger })),
-  })
+  const clickhouse = environment.clickhouse
+  if (clickhouse !== null) {
+    container.register(LogSink, {
+      useFactory: serviceFactory(
+        'clickhouse-log-sink',
+        () =>
+          new ClickHouseLogSink({
+            ...config.logSink,
+            url: clickhouse.url,
+            database: clickhouse.database,
+            journalDirectory: join(environment.dataDir, 'log-journal', 'clickhouse'),
+            logger,
+          }),
+      ),
+    })
+  } else {
+    container.register(LogSink, {
+      useFactory: serviceFactory('log-sink', (c) => new DuckDbLogSink(c.resolve<DuckDbDatabase>(DATABASE), { ...config.logSink, logger })),
+    })
+  }
+  // The read side follows the sink: both on ClickHouse when CLICKHOUSE_URL is set, else both on
+  // the embedded file.
+  if (clickhouse !== null) {
+    container.register(LogAnalytics, {
+      useFactory: serviceFactory('clickhouse-log-analytics', () => new ClickHouseLogAnalytics({ url: clickhouse.url, database: clickhouse.database })),
+    })
+  } else {
+    container.register(LogAnalytics, {
+      useFactory: serviceFactory('log-analytics', (c) => new DuckDbLogAnalytics(c.resolve<DuckDbDatabase>(DATABASE))),
+    })
+  }
   if (redisUrl !== null) {
     container.register(ChangeNotifier, {
       useFactory: serviceFactory('redis-change-notifier', () => new RedisChangeNotifier({ url: redisUrl, logger })),
@@ -193,7 +230,24 @@ export function wire(loaded: LoadedConfig): Wiring {
     container.register(PriceTable, { useValue: loadPriceTable({ file: budgetConfig.pricingFile, overlay: budgetConfig.prices }) })
   } else {
     container.register(BudgetAccounts, { useValue: UNTRACKED_BUDGETS })
+    // The log plugin prices requests too; without the budget plugin it uses the shipped table.
+    container.register(PriceTable, { useValue: loadPriceTable() })
   }
+
+  // The Admin API's analytics, feedback, custom logs and exports use the log store only while the
+  // log plugin is enabled; otherwise they get no ports (and answer GW_LOGS_DISABLED), so turning
+  // `log` off still means the log store is never opened.
+  container.register(ExportStore, {
+    useFactory: serviceFactory('export-store', () => new FileExportStore({ dir: join(environment.dataDir, 'exports'), logger })),
+  })
+  const logEnabled = resolution.enabled.some((entry) => entry.definition.name === 'log')
+  container.register(LogServices, {
+    useFactory: instanceCachingFactory<LogServices>((c) =>
+      logEnabled
+        ? { analytics: c.resolve<LogAnalytics>(LogAnalytics), sink: c.resolve<LogSink>(LogSink), exports: c.resolve<ExportStore>(ExportStore) }
+        : { analytics: null, sink: null, exports: null },
+    ),
+  })
 
   // The master key is resolved (and on a first embedded start, its key file created) only when an
   // enabled plugin seals or opens provider credentials.

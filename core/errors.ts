@@ -87,6 +87,9 @@ export const ERRORS = {
   GW_ADMIN_STALE: defineError('GW_ADMIN_STALE', 409, 'conflict_error', 'AB07', 'The resource was changed by another request: read it again and retry'),
   GW_ADMIN_GONE: defineError('GW_ADMIN_GONE', 410, 'gone_error', 'AB08', 'This invite can no longer be used'),
   GW_ADMIN_CONFLICT: defineError('GW_ADMIN_CONFLICT', 409, 'conflict_error', 'AB07', 'The resource already exists'),
+  // Request logs (analytics, feedback, custom logs, exports)
+  GW_LOGS_DISABLED: defineError('GW_LOGS_DISABLED', 503, 'service_unavailable_error', 'AB04', 'Request logs are turned off on this gateway (the log plugin is disabled)'),
+  GW_LOGS_UNAVAILABLE: defineError('GW_LOGS_UNAVAILABLE', 503, 'service_unavailable_error', 'AB04', 'The log store cannot be reached right now; try again shortly'),
   // Rate limits (the message names the entity, masked; 429 carries Retry-After)
   GW_RATE_LIMITED: defineError('GW_RATE_LIMITED', 429, 'rate_limit_error', 'AB06', 'Rate limit exceeded'),
   GW_RATE_LIMIT_UNAVAILABLE: defineError('GW_RATE_LIMIT_UNAVAILABLE', 503, 'service_unavailable_error', 'AB04', 'Rate limits cannot be checked right now'),

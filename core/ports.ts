@@ -30,6 +30,7 @@ import type {
   WorkspaceRecord,
 } from './admin-records.js'
 import type { Usage } from './context.js'
+import type { FeedbackRecord, LogRecord } from './logs.js'
 import type { GatewayError } from './errors.js'
 
 /** A typed injection token. The phantom field carries the type; it never exists at runtime. */
@@ -68,6 +69,7 @@ export const Logger = token<Logger>('Logger')
 // Admin store
 
 export type * from './admin-records.js'
+export type * from './logs.js'
 
 /**
  * The writes of one admin action, bound to one transaction (see `AdminStore.write`). Updates are
@@ -196,49 +198,34 @@ export const SecretCipher = token<SecretCipher>('SecretCipher')
 // ---------------------------------------------------------------------------------------------
 // Request logs
 
-/** One request's log record (written after the reply ended, errored or was aborted). */
-export interface LogRecord {
-  /** Request id (UUID). */
-  readonly id: string
-  readonly traceId: string
-  /** Epoch ms when the request arrived. */
-  readonly createdAt: number
-  readonly organisationId: string | null
-  readonly workspaceId: string | null
-  readonly apiKeyId: string | null
-  readonly method: string
-  /** Route id (`chat.completions`, `passthrough`, ...). */
-  readonly route: string
-  readonly path: string
-  readonly provider: string | null
-  readonly model: string | null
-  readonly status: number
-  readonly outcome: 'completed' | 'errored' | 'aborted'
-  readonly streaming: boolean
-  readonly latencyMs: number
-  /** Time to the first response byte; `null` when nothing was sent. */
-  readonly ttfbMs: number | null
-  readonly usage: Usage | null
-  /** Catalogue code of the gateway error, or `null`. */
-  readonly errorCode: string | null
-  /** `x-gateway-metadata` values (`_user` names the end user). */
-  readonly metadata: Readonly<Record<string, string>> | null
-}
-
 /**
  * Where log records go. `enqueue` is synchronous and never blocks or throws (hot path); records are
  * written in batches. Losses are counted in `stats()`, never silent.
  */
 export interface LogSink extends Service {
   enqueue(record: LogRecord): void
-  /** Writes everything queued so far. */
+  /**
+   * Stores feedback entries (a later `updatedAt` of the same id replaces the earlier one). Resolves
+   * once they are written, or safely journaled when the store is unreachable; rejects only when
+   * neither was possible.
+   */
+  recordFeedback(records: readonly FeedbackRecord[]): Promise<void>
+  /**
+   * Writes everything queued so far (replaying the journal first when the store answers). Rejects
+   * with the store's error when it could not be reached; the records are then journaled.
+   */
   flush(): Promise<void>
   stats(): LogSinkStats
 }
 export interface LogSinkStats {
+  /** Records waiting in memory. */
   readonly queued: number
+  /** Records written to the store (replays included, each record once). */
   readonly written: number
+  /** Records lost (queue overflow, unrepresentable records, journal failures). */
   readonly dropped: number
+  /** Records currently held in the on-disk journal, waiting for the store to come back. */
+  readonly journaled: number
 }
 export const LogSink = token<LogSink>('LogSink')
 

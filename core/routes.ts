@@ -9,6 +9,8 @@
  * authentication runs first and the terminal plugin reports "missing provider selection".
  */
 
+import { GRAPH_NAMES, GROUP_NAMES } from './logs.js'
+
 export const HTTP_METHODS = ['GET', 'POST', 'PUT', 'DELETE'] as const
 export type HttpMethod = (typeof HTTP_METHODS)[number]
 
@@ -24,9 +26,9 @@ export type BodyMode = 'json' | 'json-optional' | 'raw' | 'none'
 
 /** What an audited (state-changing) Admin API route does, for its audit entry. */
 export interface AuditAction {
-  /** `workspace`, `workspace_user`, `user`, `invite`, `api_key`, `organisation`. */
+  /** `workspace`, `workspace_user`, `user`, `invite`, `api_key`, `organisation`, `virtual_key`, `feedback`, `log_export`. */
   readonly resourceType: string
-  /** `create`, `update`, `delete`, `rotate`, `resend`, `accept`. */
+  /** `create`, `update`, `delete`, `rotate`, `resend`, `accept`, `start`, `cancel`. */
   readonly action: string
   /** The path parameter naming the resource acted on, if any. */
   readonly resourceParam: string | null
@@ -152,6 +154,10 @@ function apiKeyScopes(action: string): readonly string[] {
 }
 
 const ADMIN_ONLY = { adminKeyOnly: true } as const
+const ANALYTICS = ['analytics.view'] as const
+/** `logs.write` per the reference; gateway-local JWTs may carry `feedbacks.write` instead. */
+const FEEDBACK = ['logs.write', 'feedbacks.write'] as const
+const EXPORTS = ['logs.export'] as const
 
 /**
  * Admin API routes (API.md §5) served by the admin-api plugin. Order matters where two patterns
@@ -218,6 +224,30 @@ export const ADMIN_ROUTES: readonly RouteSpec[] = [
   adminRoute('virtual-keys.delete', 'DELETE', '/v1/virtual-keys/:virtualKeyId', ['virtual_keys.delete'], { audit: 'virtual_key.delete:virtualKeyId' }),
 
   adminRoute('audit-logs.list', 'GET', '/v1/audit-logs', ['audit_logs.list'], ADMIN_ONLY),
+
+  ...GRAPH_NAMES.map((name) => adminRoute(`analytics.graphs.${name}`, 'GET', `/v1/analytics/graphs/${name}`, ANALYTICS)),
+  ...GROUP_NAMES.filter((name) => name !== 'metadata').map((name) => adminRoute(`analytics.groups.${name}`, 'GET', `/v1/analytics/groups/${name}`, ANALYTICS)),
+  adminRoute('analytics.groups.metadata', 'GET', '/v1/analytics/groups/metadata/:metadataKey', ANALYTICS),
+  adminRoute('analytics.summary.cache', 'GET', '/v1/analytics/summary/cache', ANALYTICS),
+
+  // Feedback and custom logs take one object or an array, so the handler parses the raw JSON body.
+  adminRoute('feedback.create', 'POST', '/v1/feedback', FEEDBACK, { body: 'raw', audit: 'feedback.create' }),
+  adminRoute('feedback.update', 'PUT', '/v1/feedback/:feedbackId', FEEDBACK, { audit: 'feedback.update:feedbackId' }),
+
+  // Listed before `/v1/logs/:logId`, which would otherwise take `GET /v1/logs/exports`.
+  adminRoute('logs.exports.create', 'POST', '/v1/logs/exports', EXPORTS, { audit: 'log_export.create' }),
+  adminRoute('logs.exports.list', 'GET', '/v1/logs/exports', EXPORTS),
+  adminRoute('logs.exports.get', 'GET', '/v1/logs/exports/:exportId', EXPORTS),
+  adminRoute('logs.exports.update', 'PUT', '/v1/logs/exports/:exportId', EXPORTS, { audit: 'log_export.update:exportId' }),
+  adminRoute('logs.exports.start', 'POST', '/v1/logs/exports/:exportId/start', EXPORTS, { body: 'json-optional', audit: 'log_export.start:exportId' }),
+  adminRoute('logs.exports.cancel', 'POST', '/v1/logs/exports/:exportId/cancel', EXPORTS, { body: 'json-optional', audit: 'log_export.cancel:exportId' }),
+  adminRoute('logs.exports.download', 'GET', '/v1/logs/exports/:exportId/download', EXPORTS),
+  // The signed URL `download` hands out: the signature in the query is the credential.
+  adminRoute('logs.exports.file', 'GET', '/v1/logs/exports/:exportId/file', [], { public: true }),
+  // Custom logs are data-plane writes (reference §1.1): not audited, like proxied requests.
+  adminRoute('logs.create', 'POST', '/v1/logs', ['logs.write'], { body: 'raw' }),
+  adminRoute('logs.get', 'GET', '/v1/logs/:logId', ['logs.read', 'logs.view', 'logs.write', 'completions.write']),
+
   adminRoute('openapi.get', 'GET', '/v1/openapi.json', [], { public: true }),
 ]
 

@@ -252,18 +252,25 @@ export const ADMIN_COLUMN_MIGRATIONS: readonly ColumnMigration[] = [
 ]
 
 /**
- * `request_logs`: one row per `LogRecord`, columns in appender order. `created_at` is a UTC
- * `TIMESTAMP` (millisecond values) so analytics can use `date_trunc`/`time_bucket` directly;
- * `usage` is split into four token columns (all `NULL` when the provider reported none);
- * `metadata` is JSON text.
+ * `request_logs`: one row per `LogRecord` (core/logs.ts), same column names as the ClickHouse table
+ * (adapters/clickhouse/clickhouse-schema.ts). `created_at` is a UTC `TIMESTAMP` with millisecond
+ * values; token columns are all `NULL` when the provider reported no usage; cost is exact nano-USD;
+ * metadata is two parallel lists (`metadata_keys[i]` has `metadata_values[i]`), as in ClickHouse,
+ * so one filter expression shape serves both stores.
  */
 export const REQUEST_LOG_COLUMNS = [
   ['id', 'VARCHAR NOT NULL'],
   ['trace_id', 'VARCHAR NOT NULL'],
+  ['source', 'VARCHAR NOT NULL'],
   ['created_at', 'TIMESTAMP NOT NULL'],
   ['organisation_id', 'VARCHAR'],
   ['workspace_id', 'VARCHAR'],
   ['api_key_id', 'VARCHAR'],
+  ['end_user', 'VARCHAR'],
+  ['virtual_key', 'VARCHAR'],
+  ['config', 'VARCHAR'],
+  ['prompt_slug', 'VARCHAR'],
+  ['prompt_version', 'INTEGER'],
   ['method', 'VARCHAR NOT NULL'],
   ['route', 'VARCHAR NOT NULL'],
   ['path', 'VARCHAR NOT NULL'],
@@ -273,17 +280,49 @@ export const REQUEST_LOG_COLUMNS = [
   ['outcome', 'VARCHAR NOT NULL'],
   ['streaming', 'BOOLEAN NOT NULL'],
   ['latency_ms', 'DOUBLE NOT NULL'],
-  ['ttfb_ms', 'DOUBLE'],
+  ['ttft_ms', 'DOUBLE'],
   ['prompt_tokens', 'INTEGER'],
   ['completion_tokens', 'INTEGER'],
   ['total_tokens', 'INTEGER'],
   ['cached_tokens', 'INTEGER'],
+  ['cost_nano_usd', 'BIGINT'],
+  ['cache_status', 'VARCHAR NOT NULL'],
+  ['retry_count', 'INTEGER NOT NULL'],
+  ['fallback_index', 'INTEGER'],
   ['error_code', 'VARCHAR'],
-  ['metadata', 'VARCHAR'],
+  ['error_type', 'VARCHAR'],
+  ['metadata_keys', 'VARCHAR[] NOT NULL'],
+  ['metadata_values', 'VARCHAR[] NOT NULL'],
+  ['request_body', 'VARCHAR'],
+  ['response_body', 'VARCHAR'],
 ] as const
 
 export const REQUEST_LOG_TABLE = 'request_logs'
 
 export const REQUEST_LOG_DDL = `CREATE TABLE IF NOT EXISTS ${REQUEST_LOG_TABLE} (
   ${REQUEST_LOG_COLUMNS.map(([name, type]) => `${name} ${type}`).join(',\n  ')}
+)`
+
+/**
+ * `feedback`: one row per version of a feedback entry; the row with the greatest `updated_at` of an
+ * id is the current one (readers pick it with `arg_max`/`QUALIFY`, as ClickHouse's
+ * ReplacingMergeTree does on merge).
+ */
+export const FEEDBACK_COLUMNS = [
+  ['id', 'VARCHAR NOT NULL'],
+  ['trace_id', 'VARCHAR NOT NULL'],
+  ['organisation_id', 'VARCHAR NOT NULL'],
+  ['workspace_id', 'VARCHAR'],
+  ['value', 'INTEGER NOT NULL'],
+  ['weight', 'DOUBLE NOT NULL'],
+  ['metadata_keys', 'VARCHAR[] NOT NULL'],
+  ['metadata_values', 'VARCHAR[] NOT NULL'],
+  ['created_at', 'TIMESTAMP NOT NULL'],
+  ['updated_at', 'TIMESTAMP NOT NULL'],
+] as const
+
+export const FEEDBACK_TABLE = 'feedback'
+
+export const FEEDBACK_DDL = `CREATE TABLE IF NOT EXISTS ${FEEDBACK_TABLE} (
+  ${FEEDBACK_COLUMNS.map(([name, type]) => `${name} ${type}`).join(',\n  ')}
 )`

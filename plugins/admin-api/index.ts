@@ -1,6 +1,7 @@
 import { BudgetAccounts } from '../../core/budgets.js'
+import { LogServices } from '../../core/log-exports.js'
 import { definePlugin } from '../../core/plugin.js'
-import { AdminStore, ChangeNotifier, Clock, ProviderRegistry, SecretCipher } from '../../core/ports.js'
+import { AdminStore, ChangeNotifier, Clock, Logger, ProviderRegistry, SecretCipher } from '../../core/ports.js'
 import { adminApiConfigSchema, type AdminApiConfig } from './config.js'
 import { AdminApiPlugin } from './plugin.js'
 
@@ -11,7 +12,7 @@ export const adminApi = definePlugin<AdminApiConfig>({
   phases: ['onForward'],
   requires: ['auth', 'scope-check'],
   configSchema: adminApiConfigSchema,
-  inject: [AdminStore, ChangeNotifier, Clock, ProviderRegistry, SecretCipher, BudgetAccounts],
+  inject: [AdminStore, ChangeNotifier, Clock, ProviderRegistry, SecretCipher, BudgetAccounts, LogServices, Logger],
   create: (config, deps) =>
     new AdminApiPlugin({
       config,
@@ -21,5 +22,7 @@ export const adminApi = definePlugin<AdminApiConfig>({
       registry: deps[3] as ProviderRegistry,
       cipher: deps[4] as SecretCipher,
       budgets: deps[5] as BudgetAccounts,
+      logs: deps[6] as LogServices,
+      logger: deps[7] as Logger,
     }),
 })

@@ -7,6 +7,7 @@
  */
 import { z } from 'zod'
 import { ERRORS, type AdminErrorCode } from '../../core/errors.js'
+import { GRAPH_NAMES, GROUP_NAMES } from '../../core/logs.js'
 import type { Reply } from '../../core/plugin.js'
 import { ADMIN_ROUTES, type RouteSpec } from '../../core/routes.js'
 import type { PublicHandler } from './request.js'
@@ -32,6 +33,10 @@ import {
   updateWorkspaceBody,
 } from './schemas.js'
 import { createVirtualKeyBody, listVirtualKeysQuery, updateVirtualKeyBody, virtualKeyWorkspaceQuery } from './virtual-keys.js'
+import { createFeedbackBody, updateFeedbackBody } from './feedback.js'
+import { analyticsGroupQuery, analyticsQuery } from './log-filters.js'
+import { createExportBody, exportFileQuery, listExportsQuery, updateExportBody } from './log-exports.js'
+import { createLogsBody } from './logs.js'
 
 /** What the document says about one route beyond the route table. */
 export interface OperationSchemas {
@@ -99,6 +104,29 @@ export const OPERATION_SCHEMAS: Readonly<Record<string, OperationSchemas>> = {
   'virtual-keys.delete': { summary: 'Delete a virtual key (its next use answers 404)', query: virtualKeyWorkspaceQuery },
 
   'audit-logs.list': { summary: 'List audit log entries (state-changing Admin API requests, refused ones included)', query: listAuditLogsQuery },
+
+  ...Object.fromEntries(
+    GRAPH_NAMES.map((name) => [`analytics.graphs.${name}`, { summary: `Analytics graph "${name}": {object: "analytics-graph", summary, data_points} (costs in cents; bucket size chosen from the range)`, query: analyticsQuery }]),
+  ),
+  ...Object.fromEntries(
+    GROUP_NAMES.filter((name) => name !== 'metadata').map((name) => [`analytics.groups.${name}`, { summary: `Analytics grouped by ${name} (a paged list of analytics-group rows)`, query: analyticsGroupQuery }]),
+  ),
+  'analytics.groups.metadata': { summary: 'Analytics grouped by the values of one metadata key (a paged list of analytics-group rows)', query: analyticsGroupQuery },
+  'analytics.summary.cache': { summary: 'Cache summary: hits, avg_latency, total_requests, cache_speedup (%)', query: analyticsQuery },
+
+  'feedback.create': { summary: "Rate requests by trace id (one object or an array of up to 100); the trace must be in the caller's workspace", body: createFeedbackBody },
+  'feedback.update': { summary: 'Change a feedback entry (a new version of it)', body: updateFeedbackBody },
+
+  'logs.create': { summary: 'Insert custom logs (one CustomLog or an array of up to 100); needs logs.write and completions.write; headers are not stored', body: createLogsBody },
+  'logs.get': { summary: 'Get one log by request id or trace id (bodies only when stored, secrets masked; headers never)' },
+  'logs.exports.create': { summary: 'Create a log export (status draft)', body: createExportBody },
+  'logs.exports.list': { summary: 'List log exports', query: listExportsQuery },
+  'logs.exports.get': { summary: 'Get a log export' },
+  'logs.exports.update': { summary: 'Change a log export that is not running (it becomes draft again)', body: updateExportBody },
+  'logs.exports.start': { summary: 'Start (or re-run) a log export in the background' },
+  'logs.exports.cancel': { summary: 'Cancel a running log export (status stopped)' },
+  'logs.exports.download': { summary: 'A signed URL of the export file (JSON Lines), valid for exportLinkTtlMs' },
+  'logs.exports.file': { summary: 'The export file (JSON Lines) behind a signed URL (the signature is the credential)', query: exportFileQuery },
   'openapi.get': { summary: 'This OpenAPI document' },
 }
 
@@ -111,6 +139,10 @@ const PARAMETER_DESCRIPTIONS: Readonly<Record<string, string>> = {
   apiKeyId: 'API key UUID',
   virtualKeyId: 'Virtual key slug or UUID',
   token: 'The invite token from the invite link',
+  metadataKey: 'A metadata key (letters, digits and _ . : @ / -)',
+  feedbackId: 'Feedback UUID',
+  logId: 'Request id (UUID) or trace id',
+  exportId: 'Export UUID',
 }
 
 /** Error responses: status → the catalogue's admin code and what it means here. */
@@ -123,7 +155,7 @@ const ERROR_RESPONSES: ReadonlyArray<readonly [string, AdminErrorCode, string]> 
   ['410', 'AB08', 'The invite was already accepted, cancelled or has expired'],
   ['413', 'AB01', 'The request body is larger than the limit'],
   ['500', 'AB04', 'Internal error'],
-  ['503', 'AB04', 'Authentication is temporarily unavailable, or the gateway is shutting down'],
+  ['503', 'AB04', 'Authentication is temporarily unavailable, the gateway is shutting down, or request logs are turned off (analytics, feedback, logs)'],
 ]
 
 const ADMIN_ERROR_CODES = [...new Set(Object.values(ERRORS).map((spec) => spec.adminCode))].sort()
@@ -233,7 +265,8 @@ export function buildOpenApiDocument(routes: readonly RouteSpec[] = ADMIN_ROUTES
       title: 'Gateway Admin API',
       version: '1',
       description:
-        'Control plane of the gateway: organisation, workspaces and members, users and invites, API keys, virtual keys, audit logs. ' +
+        'Control plane of the gateway: organisation, workspaces and members, users and invites, API keys, virtual keys, audit logs, ' +
+        'analytics, feedback, custom logs and log exports. ' +
         'Send the key in `x-gateway-api-key` (or `Authorization: Bearer`). Lists are `{object: "list", total, data}` paged with ' +
         '`current_page` (0-based) and `page_size` (users and invites: `currentPage`/`pageSize`).',
     },

@@ -4,6 +4,10 @@
  * `ctx.body`; writes `ctx.adminAction` (what the audit plugin needs).
  * I/O: the admin store (every change is stored with its audit entry in one transaction); publishes
  * change notifications so caches on every instance drop changed keys, workspaces and settings.
+ * Analytics, feedback, custom logs and exports use the log ports (`LogServices`: analytics reads,
+ * the log sink, the export store); with the `log` plugin disabled they are absent and those
+ * routes answer 503 `GW_LOGS_DISABLED`. Export jobs run in the background on this instance and
+ * are stopped by `close()`.
  * Failure policy: validation → 400 AB01 naming the field; unknown or other-workspace resources →
  * 404 AB08 (never revealed); role rules → 403 AB03; uniqueness, dependants and lost races → 409
  * AB07; store errors → 500 AB04 (logged by core).
@@ -11,9 +15,13 @@
 import type { RequestContext } from '../../core/context.js'
 import { ERRORS, gatewayError, isGatewayError, type GatewayError } from '../../core/errors.js'
 import type { GatewayPlugin, Reply } from '../../core/plugin.js'
+import { analyticsHandlers } from './analytics.js'
 import { apiKeyHandlers } from './api-keys.js'
 import { auditLogHandlers } from './audit-logs.js'
+import { feedbackHandlers } from './feedback.js'
 import { inviteHandlers, publicInviteHandlers } from './invites.js'
+import { ExportJobs, exportHandlers, publicExportHandlers } from './log-exports.js'
+import { logHandlers } from './logs.js'
 import { publicOpenApiHandlers } from './openapi.js'
 import { organisationHandlers } from './organisation.js'
 import type { AdminDeps, Handler, PublicHandler } from './request.js'
@@ -21,17 +29,39 @@ import { userHandlers } from './users.js'
 import { virtualKeyHandlers } from './virtual-keys.js'
 import { workspaceHandlers } from './workspaces.js'
 
+/** Routes answered from the log store (analytics, feedback, logs and exports). */
+const LOG_STORE_ROUTE = /^(analytics|feedback|logs)\./
+
 export class AdminApiPlugin implements GatewayPlugin {
   readonly #deps: AdminDeps
   readonly #handlers: ReadonlyMap<string, Handler>
   readonly #publicHandlers: ReadonlyMap<string, PublicHandler>
+  readonly #exports: ExportJobs
 
   constructor(deps: AdminDeps) {
     this.#deps = deps
+    this.#exports = new ExportJobs(deps)
     this.#handlers = new Map(
-      Object.entries({ ...organisationHandlers, ...workspaceHandlers, ...userHandlers, ...inviteHandlers, ...apiKeyHandlers, ...virtualKeyHandlers, ...auditLogHandlers }),
+      Object.entries({
+        ...organisationHandlers,
+        ...workspaceHandlers,
+        ...userHandlers,
+        ...inviteHandlers,
+        ...apiKeyHandlers,
+        ...virtualKeyHandlers,
+        ...auditLogHandlers,
+        ...analyticsHandlers,
+        ...feedbackHandlers,
+        ...logHandlers,
+        ...exportHandlers(this.#exports),
+      }),
     )
-    this.#publicHandlers = new Map(Object.entries({ ...publicInviteHandlers, ...publicOpenApiHandlers }))
+    this.#publicHandlers = new Map(Object.entries({ ...publicInviteHandlers, ...publicOpenApiHandlers, ...publicExportHandlers }))
+  }
+
+  /** Stops running log exports (they are recorded as interrupted). */
+  async close(): Promise<void> {
+    await this.#exports.close()
   }
 
   async onForward(ctx: RequestContext): Promise<Reply | GatewayError> {
@@ -47,6 +77,11 @@ export class AdminApiPlugin implements GatewayPlugin {
     } catch (error) {
       // Conflicts and lost races raised inside a transaction are answers, not bugs.
       if (isGatewayError(error)) return error
+      // The log store being down is an outage to report, not a bug: 503 (the sink keeps journaling).
+      if (LOG_STORE_ROUTE.test(ctx.route.id)) {
+        this.#deps.logger.warn({ err: error, route: ctx.route.id, requestId: ctx.requestId }, 'log store unreachable')
+        return gatewayError(ERRORS.GW_LOGS_UNAVAILABLE)
+      }
       throw error
     }
   }

@@ -8,7 +8,8 @@ import type { BudgetAccounts, BudgetEntity, BudgetUsage } from '../../core/budge
 import type { Principal, RequestContext } from '../../core/context.js'
 import { ERRORS, gatewayError, type GatewayError } from '../../core/errors.js'
 import type { Reply } from '../../core/plugin.js'
-import type { AdminStore, AdminWriter, ChangeNotifier, Clock, PageRequest, ProviderRegistry, SecretCipher, UsageLimitRule } from '../../core/ports.js'
+import type { LogServices } from '../../core/log-exports.js'
+import type { AdminStore, AdminWriter, ChangeNotifier, Clock, Logger, PageRequest, ProviderRegistry, SecretCipher, UsageLimitRule } from '../../core/ports.js'
 import type { AdminApiConfig } from './config.js'
 import { describeIssue } from './schemas.js'
 import type { z } from 'zod'
@@ -24,6 +25,10 @@ export interface AdminDeps {
   /** Budget usage shown with `usage_limits`, and `reset_usage` (untracked when the budget plugin is off). */
   readonly budgets: BudgetAccounts
   readonly config: AdminApiConfig
+  /** Analytics, feedback, custom logs and exports (all `null` while the `log` plugin is disabled). */
+  readonly logs: LogServices
+  /** For work that outlives its request (export jobs). */
+  readonly logger: Logger
 }
 
 /** An authenticated Admin API request (public routes get `principal: null`). */
@@ -69,6 +74,25 @@ export function requireApplied(applied: boolean): void {
 /** Validates the JSON body (an empty optional body is `{}`). */
 export function parseBody<S extends z.ZodType>(ctx: RequestContext, schema: S): Outcome<z.output<S>> {
   const parsed = schema.safeParse(ctx.body ?? {})
+  return parsed.success ? { ok: true, value: parsed.data } : { ok: false, error: invalid(describeIssue(parsed.error)) }
+}
+
+/**
+ * Validates a body that is one `item` or an array of them (`many`), on routes with a `raw` body
+ * (core parses only objects); malformed JSON answers like core's own check. Each shape is
+ * validated with its own schema, so the message names the field at fault (a union would only say
+ * "Invalid input"); array items are named by index: `1.trace_id: ...`.
+ */
+export function parseOneOrMany<O extends z.ZodType, M extends z.ZodType>(ctx: RequestContext, item: O, many: M): Outcome<z.output<O> | z.output<M>> {
+  const raw = ctx.rawBody
+  if (raw === null || raw.length === 0) return { ok: false, error: gatewayError(ERRORS.GW_REQ_MALFORMED_JSON, 'The request body is empty: send a JSON object or array') }
+  let value: unknown
+  try {
+    value = JSON.parse(raw.toString('utf8'))
+  } catch {
+    return { ok: false, error: gatewayError(ERRORS.GW_REQ_MALFORMED_JSON) }
+  }
+  const parsed = (Array.isArray(value) ? many : item).safeParse(value)
   return parsed.success ? { ok: true, value: parsed.data } : { ok: false, error: invalid(describeIssue(parsed.error)) }
 }
 

@@ -1,3 +1,4 @@
+import { PriceTable } from '../../core/budgets.js'
 import { definePlugin } from '../../core/plugin.js'
 import { LogSink } from '../../core/ports.js'
 import { logConfigSchema, type LogConfig } from './config.js'
@@ -9,6 +10,6 @@ export const log = definePlugin<LogConfig>({
   groups: ['inference', 'passthrough'],
   phases: ['onLog'],
   configSchema: logConfigSchema,
-  inject: [LogSink],
-  create: (config, deps) => new LogPlugin(config, deps[0] as LogSink),
+  inject: [LogSink, PriceTable],
+  create: (config, deps) => new LogPlugin(config, deps[0] as LogSink, deps[1] as PriceTable),
 })

@@ -1,6 +1,20 @@
-/** Builds a request's log record from its finished context (pure). */
-import type { RequestContext } from '../../core/context.js'
+/** Builds a request's log record from its finished context (pure apart from the price lookup). */
+import { costNanoUsd, type PriceTable } from '../../core/budgets.js'
+import type { LimitSubject, RequestContext, Usage } from '../../core/context.js'
 import type { LogRecord } from '../../core/ports.js'
+
+export interface RecordOptions {
+  /** Longest `x-gateway-metadata` value accepted. */
+  readonly maxMetadataBytes: number
+  readonly prices: PriceTable
+  /** Bodies are kept up to this many bytes each; `null` keeps none. */
+  readonly maxBodyBytes: number | null
+}
+
+/** Appended to a body cut at the size limit. */
+export const TRUNCATED_MARKER = '[truncated]'
+
+const VIRTUAL_KEY_LABEL_PREFIX = 'virtual key '
 
 /** Parses `x-gateway-metadata` (a JSON object of strings); anything else yields `null`. */
 export function parseMetadata(raw: string | undefined, maxBytes: number): Record<string, string> | null {
@@ -20,28 +34,74 @@ export function parseMetadata(raw: string | undefined, maxBytes: number): Record
   return metadata
 }
 
-export function toLogRecord(ctx: RequestContext, maxMetadataBytes: number): LogRecord {
+/**
+ * The virtual key's slug. The context carries the key as a limit subject, whose label the
+ * virtual-key plugin builds as `virtual key <slug>` (the slug is what clients send and what
+ * analytics group by; the header may have named the key by UUID instead).
+ */
+export function virtualKeySlug(subject: LimitSubject | null): string | null {
+  if (subject === null) return null
+  return subject.label.startsWith(VIRTUAL_KEY_LABEL_PREFIX) ? subject.label.slice(VIRTUAL_KEY_LABEL_PREFIX.length) : subject.id
+}
+
+/** Cost in nano-USD: `null` without usage, 0 for a model the price table does not list. */
+export function recordCost(prices: PriceTable, provider: string | null, model: string | null, usage: Usage | null): number | null {
+  if (usage === null) return null
+  if (model === null) return 0
+  const price = prices.find(provider, model)
+  return price === null ? 0 : costNanoUsd(price, usage)
+}
+
+/** The first `maxBytes` bytes of `bytes` as text, marked when cut. */
+export function cappedBody(bytes: Buffer | null, maxBytes: number): string | null {
+  if (bytes === null) return null
+  if (bytes.length <= maxBytes) return bytes.toString('utf8')
+  return `${bytes.toString('utf8', 0, maxBytes)}${TRUNCATED_MARKER}`
+}
+
+export function toLogRecord(ctx: RequestContext, options: RecordOptions): LogRecord {
   const endedAt = ctx.endedAt ?? ctx.startedAt
+  const metadata = parseMetadata(ctx.headers['x-gateway-metadata'], options.maxMetadataBytes)
+  const provider = ctx.target?.provider ?? null
+  const usage = ctx.usage
+  const error = ctx.error
+  const maxBodyBytes = options.maxBodyBytes
   return {
     id: ctx.requestId,
     traceId: ctx.traceId,
+    source: 'gateway',
     createdAt: ctx.receivedAt,
     organisationId: ctx.principal?.organisationId ?? null,
     workspaceId: ctx.principal?.workspaceId ?? null,
     // A JWT's keyId is the token's subject, not an API key id.
     apiKeyId: ctx.principal?.kind === 'api-key' ? ctx.principal.keyId : null,
+    user: metadata?._user ?? null,
+    virtualKey: virtualKeySlug(ctx.virtualKey),
+    config: null,
+    promptSlug: null,
+    promptVersion: null,
     method: ctx.method,
     route: ctx.route.id,
     path: ctx.path,
-    provider: ctx.target?.provider ?? null,
+    provider,
     model: ctx.model,
     status: ctx.status,
     outcome: ctx.outcome ?? 'aborted',
     streaming: ctx.streaming,
     latencyMs: endedAt - ctx.startedAt,
-    ttfbMs: ctx.firstByteAt === null ? null : ctx.firstByteAt - ctx.startedAt,
-    usage: ctx.usage,
-    errorCode: ctx.error?.code ?? null,
-    metadata: parseMetadata(ctx.headers['x-gateway-metadata'], maxMetadataBytes),
+    ttftMs: ctx.firstByteAt === null ? null : ctx.firstByteAt - ctx.startedAt,
+    promptTokens: usage?.promptTokens ?? null,
+    completionTokens: usage?.completionTokens ?? null,
+    totalTokens: usage?.totalTokens ?? null,
+    cachedTokens: usage?.cachedTokens ?? null,
+    costNanoUsd: recordCost(options.prices, provider, ctx.model, usage),
+    cacheStatus: 'disabled',
+    retryCount: 0,
+    fallbackIndex: null,
+    errorCode: error?.code ?? null,
+    errorType: error?.type ?? null,
+    metadata,
+    requestBody: maxBodyBytes === null ? null : cappedBody(ctx.rawBody, maxBodyBytes),
+    responseBody: maxBodyBytes === null ? null : cappedBody(ctx.responseTail, maxBodyBytes),
   }
 }

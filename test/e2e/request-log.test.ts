@@ -17,6 +17,12 @@ const CHAT_USAGE = {
   totalTokens: MOCK_USAGE.total_tokens,
   cachedTokens: 0,
 }
+/** gpt-4o-mini lists 0.15 / 0.60 USD per million input / output tokens (config/pricing.json): 1 token at P USD/1M is P × 1000 nano-USD. */
+const CHAT_COST_NANO_USD = MOCK_USAGE.prompt_tokens * 150 + MOCK_USAGE.completion_tokens * 600
+
+function tokensOf(record: LogRecord) {
+  return { promptTokens: record.promptTokens, completionTokens: record.completionTokens, totalTokens: record.totalTokens, cachedTokens: record.cachedTokens }
+}
 
 let mock: MockUpstream
 let gw: TestGateway
@@ -26,6 +32,7 @@ let key: string
 let keyId: string
 let organisationId: string
 let workspaceUuid: string
+let workspaceSlug: string
 
 beforeAll(async () => {
   mock = await startMockUpstream()
@@ -39,6 +46,7 @@ beforeAll(async () => {
   const workspace = await gw.wiring.resolve(AdminStore).findWorkspace(organisationId, made.workspaceId)
   if (workspace === null) throw new Error(`workspace ${made.workspaceId} not found in the admin store`)
   workspaceUuid = workspace.id
+  workspaceSlug = made.workspaceId
   const logSink = gw.wiring.logSink
   if (!(logSink instanceof DuckDbLogSink)) throw new Error('expected the embedded DuckDB log sink')
   sink = logSink
@@ -138,13 +146,19 @@ describe('request log', () => {
       streaming: false,
       errorCode: null,
     })
-    expect(record.usage).toEqual(CHAT_USAGE)
+    expect(tokensOf(record)).toEqual(CHAT_USAGE)
+    expect(record.costNanoUsd).toBe(CHAT_COST_NANO_USD)
     expect(record.metadata).toEqual({ _user: 'alice', team: 'blue' })
+    expect(record.user).toBe('alice')
+    expect(record).toMatchObject({ source: 'gateway', virtualKey: null, cacheStatus: 'disabled', retryCount: 0, fallbackIndex: null, errorType: null })
+    // Bodies are not kept unless the log plugin is configured to.
+    expect(record.requestBody).toBeNull()
+    expect(record.responseBody).toBeNull()
     expect(record.createdAt).toBeGreaterThanOrEqual(sentAt)
     expect(record.createdAt).toBeLessThanOrEqual(answeredAt)
     expect(record.latencyMs).toBeGreaterThanOrEqual(0)
-    expect(record.ttfbMs).not.toBeNull()
-    expect(record.ttfbMs as number).toBeLessThanOrEqual(record.latencyMs)
+    expect(record.ttftMs).not.toBeNull()
+    expect(record.ttftMs as number).toBeLessThanOrEqual(record.latencyMs)
   })
 
   it('records a streamed chat completion with the usage of its last chunk', async () => {
@@ -169,8 +183,10 @@ describe('request log', () => {
       streaming: true,
       errorCode: null,
       metadata: null,
+      user: null,
+      costNanoUsd: CHAT_COST_NANO_USD,
     })
-    expect(record.usage).toEqual(CHAT_USAGE)
+    expect(tokensOf(record)).toEqual(CHAT_USAGE)
   })
 
   it('records an embeddings call with its usage', async () => {
@@ -190,7 +206,9 @@ describe('request log', () => {
       errorCode: null,
     })
     const tokens = 2 * MOCK_EMBEDDING_TOKENS_PER_INPUT
-    expect(record.usage).toEqual({ promptTokens: tokens, completionTokens: 0, totalTokens: tokens, cachedTokens: 0 })
+    expect(tokensOf(record)).toEqual({ promptTokens: tokens, completionTokens: 0, totalTokens: tokens, cachedTokens: 0 })
+    // text-embedding-3-small: 0.02 USD per million input tokens.
+    expect(record.costNanoUsd).toBe(tokens * 20)
   })
 
   it('records a pass-through call under the passthrough route with its own path', async () => {
@@ -224,7 +242,9 @@ describe('request log', () => {
       status: 400,
       outcome: 'errored',
       errorCode: 'GW_REQ_PROVIDER_UNKNOWN',
-      usage: null,
+      errorType: 'invalid_request_error',
+      promptTokens: null,
+      costNanoUsd: null,
     })
   })
 
@@ -242,6 +262,20 @@ describe('request log', () => {
     expect(record.traceId).toBe(traceId)
     expect(record.route).toBe('chat.completions')
     expectCaller(record)
+  })
+
+  it('records the slug of the virtual key that supplied the provider credential', async () => {
+    const created = await gw.admin('POST', '/v1/virtual-keys', { name: 'Logged key', provider: 'openai', custom_host: mock.url, key: 'sk-virtual', workspace_id: workspaceSlug })
+    expect(created.status, JSON.stringify(created.body)).toBe(200)
+    const traceId = `trace-vk-${randomUUID()}`
+    const response = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-gateway-api-key': key, 'x-gateway-virtual-key': created.body.id, 'x-gateway-trace-id': traceId },
+      body: JSON.stringify({ model: 'gpt-4o-mini', messages: [] }),
+    })
+    expect(response.status, await response.text()).toBe(200)
+    const record = await persisted(traceId)
+    expect(record).toMatchObject({ virtualKey: created.body.slug, provider: 'openai', status: 200, costNanoUsd: CHAT_COST_NANO_USD })
   })
 
   it('ignores x-gateway-metadata that is not a JSON object', async () => {
@@ -281,7 +315,44 @@ describe('request log', () => {
       streaming: true,
       status: 200,
       outcome: 'aborted',
-      usage: null,
+      totalTokens: null,
+      costNanoUsd: null,
     })
+  })
+})
+
+describe('request log with bodies kept', () => {
+  let bodies: TestGateway
+
+  beforeAll(async () => {
+    bodies = await startTestGateway({ overlay: { plugins: { log: { enabled: true, config: { bodies: { enabled: true, maxBytes: 40 } } } } } })
+  })
+
+  afterAll(async () => {
+    await bodies?.close()
+  })
+
+  it('keeps the request and response bodies, cut at maxBytes and marked', async () => {
+    const made = await bodies.workspaceKey(['completions.write'])
+    const sink = bodies.wiring.logSink as DuckDbLogSink
+    const spy = vi.spyOn(sink, 'enqueue')
+    const traceId = `trace-bodies-${randomUUID()}`
+    const response = await fetch(`${bodies.url}/v1/embeddings`, {
+      method: 'POST',
+      headers: { ...headers(traceId), 'x-gateway-api-key': made.key },
+      body: JSON.stringify({ model: 'text-embedding-3-small', input: 'a much longer input that does not fit in forty bytes' }),
+    })
+    const answer = await response.text()
+    expect(response.status, answer).toBe(200)
+    const record = await vi.waitFor(() => {
+      const found = spy.mock.calls.map(([item]) => item).find((item) => item.traceId === traceId)
+      if (found === undefined) throw new Error('not enqueued yet')
+      return found
+    })
+    spy.mockRestore()
+    await sink.flush()
+    const stored = await sink.findById(record.id)
+    expect(stored?.requestBody).toBe(`${JSON.stringify({ model: 'text-embedding-3-small', input: 'a much longer input that does not fit in forty bytes' }).slice(0, 40)}[truncated]`)
+    expect(stored?.responseBody).toBe(`${answer.slice(0, 40)}[truncated]`)
   })
 })

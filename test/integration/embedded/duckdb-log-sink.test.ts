@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto'
-import { mkdtemp, rm } from 'node:fs/promises'
+import { mkdtemp, readdir, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest'
 import { DuckDbDatabase } from '../../../adapters/embedded/duckdb-database.js'
 import { DuckDbLogSink, type DuckDbLogSinkOptions } from '../../../adapters/embedded/duckdb-log-sink.js'
-import { REQUEST_LOG_DDL } from '../../../adapters/embedded/duckdb-schema.js'
 import type { LogRecord, Logger } from '../../../core/ports.js'
+import { feedbackRecord, fullLogRecord, logRecord as record } from '../../helpers/log-records.js'
 
 const directories: string[] = []
 const databases: DuckDbDatabase[] = []
@@ -33,29 +33,18 @@ function fakeLogger() {
   return { debug: vi.fn<LogFn>(), info: vi.fn<LogFn>(), warn: vi.fn<LogFn>(), error: vi.fn<LogFn>() } satisfies Logger
 }
 
-function record(overrides: Partial<LogRecord> = {}): LogRecord {
-  const id = randomUUID()
-  return {
-    id,
-    traceId: id,
-    createdAt: 1_717_171_717_171,
-    organisationId: null,
-    workspaceId: null,
-    apiKeyId: null,
-    method: 'POST',
-    route: 'chat.completions',
-    path: '/v1/chat/completions',
-    provider: null,
-    model: null,
-    status: 200,
-    outcome: 'completed',
-    streaming: false,
-    latencyMs: 12,
-    ttfbMs: null,
-    usage: null,
-    errorCode: null,
-    metadata: null,
-    ...overrides,
+/**
+ * Makes the sink's writes fail until the returned function restores the table: `request_logs`
+ * becomes a view (inserting into a view fails, and the sink's re-preparation leaves it alone).
+ */
+async function breakStore(database: DuckDbDatabase): Promise<() => Promise<void>> {
+  const admin = await database.openSession()
+  await admin.run('ALTER TABLE request_logs RENAME TO request_logs_away')
+  await admin.run('CREATE VIEW request_logs AS SELECT * FROM request_logs_away')
+  return async () => {
+    await admin.run('DROP VIEW request_logs')
+    await admin.run('ALTER TABLE request_logs_away RENAME TO request_logs')
+    await admin.close()
   }
 }
 
@@ -73,33 +62,14 @@ describe('DuckDbLogSink', () => {
     for (let index = 0; index < 10_000; index += 1) sink.enqueue(record({ status: 200 + (index % 3) }))
     await sink.flush()
     expect(await sink.count()).toBe(10_000)
-    expect(sink.stats()).toEqual({ queued: 0, written: 10_000, dropped: 0 })
+    expect(sink.stats()).toEqual({ queued: 0, written: 10_000, dropped: 0, journaled: 0 })
     await sink.close()
   })
 
   it('round-trips a record with every field set, and one with every optional field empty', async () => {
     const { sink } = await startSink(await freshPath(), { flushIntervalMs: NEVER })
-    const full = record({
-      traceId: 'trace-from-client-123',
-      createdAt: 1_700_000_000_123,
-      organisationId: randomUUID(),
-      workspaceId: randomUUID(),
-      apiKeyId: randomUUID(),
-      method: 'PUT',
-      route: 'passthrough',
-      path: '/v1/files/abc?x=1',
-      provider: 'openai',
-      model: 'gpt-4o-mini',
-      status: 429,
-      outcome: 'errored',
-      streaming: true,
-      latencyMs: 1234.5678,
-      ttfbMs: 98.765,
-      usage: { promptTokens: 11, completionTokens: 22, totalTokens: 33, cachedTokens: 4 },
-      errorCode: 'GW_UPSTREAM_TIMEOUT',
-      metadata: { _user: 'user-42', team: 'naïve "quotes", commas \\ slashes', empty: '' },
-    })
-    const sparse = record({ outcome: 'aborted', status: 0, latencyMs: 0, usage: null, metadata: {} })
+    const full = fullLogRecord()
+    const sparse = record({ outcome: 'aborted', status: 0, latencyMs: 0 })
     sink.enqueue(full)
     sink.enqueue(sparse)
     await sink.flush()
@@ -109,15 +79,30 @@ describe('DuckDbLogSink', () => {
     await sink.close()
   })
 
+  it('stores feedback entries, one row per version', async () => {
+    const { database, sink } = await startSink(await freshPath(), { flushIntervalMs: NEVER })
+    const first = feedbackRecord()
+    const second = { ...first, value: -3, updatedAt: first.updatedAt + 1000 }
+    await sink.recordFeedback([first])
+    await sink.recordFeedback([second, feedbackRecord({ workspaceId: null, metadata: null })])
+    const session = await database.openSession()
+    const rows = await session.query('SELECT id, value, metadata_keys, metadata_values, epoch_ms(updated_at) AS u FROM feedback ORDER BY u, id')
+    expect(rows).toHaveLength(3)
+    expect(rows.filter((row) => row.id === first.id).map((row) => row.value)).toEqual([5, -3])
+    expect(rows.find((row) => row.id === first.id)?.metadata_keys).toEqual(['reviewer'])
+    await session.close()
+    await expect(sink.recordFeedback([{ ...first, value: 11 }])).rejects.toThrow(TypeError)
+    await sink.close()
+  })
+
   it('drops the oldest records when maxQueue is exceeded, counts them and warns', async () => {
     const logger = fakeLogger()
     const { sink } = await startSink(await freshPath(), { maxQueue: 100, batchSize: 1000, flushIntervalMs: 25, logger })
     const records = Array.from({ length: 150 }, () => record())
     for (const item of records) sink.enqueue(item)
-    expect(sink.stats()).toEqual({ queued: 100, written: 0, dropped: 50 })
+    expect(sink.stats()).toEqual({ queued: 100, written: 0, dropped: 50, journaled: 0 })
 
     await vi.waitFor(() => expect(logger.warn).toHaveBeenCalled(), { timeout: 5_000 })
-    expect(logger.warn).toHaveBeenCalledTimes(1)
     expect(logger.warn.mock.calls[0]?.[0]).toMatchObject({ dropped: 50 })
 
     await sink.flush()
@@ -126,7 +111,7 @@ describe('DuckDbLogSink', () => {
     expect(await sink.findById(records[49]?.id ?? '')).toBeNull()
     expect(await sink.findById(records[50]?.id ?? '')).not.toBeNull()
     expect(await sink.findById(records[149]?.id ?? '')).not.toBeNull()
-    expect(sink.stats()).toEqual({ queued: 0, written: 100, dropped: 50 })
+    expect(sink.stats()).toEqual({ queued: 0, written: 100, dropped: 50, journaled: 0 })
     await sink.close()
   })
 
@@ -152,7 +137,7 @@ describe('DuckDbLogSink', () => {
     for (const item of records) first.sink.enqueue(item)
     expect(first.sink.stats().queued).toBe(500)
     await first.sink.close()
-    expect(first.sink.stats()).toEqual({ queued: 0, written: 500, dropped: 0 })
+    expect(first.sink.stats()).toEqual({ queued: 0, written: 500, dropped: 0, journaled: 0 })
     await first.database.close()
 
     const second = await startSink(path, { flushIntervalMs: NEVER })
@@ -170,53 +155,79 @@ describe('DuckDbLogSink', () => {
     await sink.close()
     expect(() => sink.enqueue(record())).not.toThrow()
     expect(() => sink.enqueue(record())).not.toThrow()
-    expect(sink.stats()).toEqual({ queued: 0, written: 0, dropped: 2 })
+    expect(sink.stats()).toEqual({ queued: 0, written: 0, dropped: 2, journaled: 0 })
     expect(logger.warn).toHaveBeenCalledTimes(1)
   })
 
-  it('keeps a failed batch queued and retries it on the next tick', async () => {
+  it('journals batches while the store fails and replays them, each record once, when it is back', async () => {
     const logger = fakeLogger()
-    const { database, sink } = await startSink(await freshPath(), { batchSize: 5, flushIntervalMs: 25, logger })
-    const admin = await database.openSession()
-    await admin.run('DROP TABLE request_logs')
+    const path = await freshPath()
+    const { database, sink } = await startSink(path, { batchSize: 5, flushIntervalMs: NEVER, logger })
+    const restore = await breakStore(database)
 
     const records = Array.from({ length: 12 }, () => record())
     for (const item of records) sink.enqueue(item)
     await expect(sink.flush()).rejects.toThrow()
-    expect(sink.stats()).toMatchObject({ queued: 12, written: 0, dropped: 0 })
-    expect((await sink.health()).ok).toBe(false)
-    await vi.waitFor(() => expect(logger.warn).toHaveBeenCalledWith(expect.objectContaining({ failures: expect.any(Number) }), expect.any(String)), {
-      timeout: 5_000,
-    })
+    expect(sink.stats()).toMatchObject({ queued: 0, written: 0, dropped: 0, journaled: 12 })
+    // Still ready (replies do not depend on the log store), saying what is happening.
+    expect(await sink.health()).toMatchObject({ ok: true, detail: expect.stringContaining('failing') })
+    expect((await readdir(join(path, '..', 'log-journal', 'duckdb'))).length).toBeGreaterThan(0)
 
-    await admin.run(REQUEST_LOG_DDL)
-    await vi.waitFor(async () => expect(await sink.count()).toBe(12), { timeout: 5_000 })
+    await restore()
+    await sink.flush()
+    expect(await sink.count()).toBe(12)
     for (const item of records) expect(await sink.findById(item.id)).toEqual(item)
-    expect(sink.stats()).toEqual({ queued: 0, written: 12, dropped: 0 })
+    expect(sink.stats()).toEqual({ queued: 0, written: 12, dropped: 0, journaled: 0 })
     expect((await sink.health()).ok).toBe(true)
-    await admin.close()
+    expect(await readdir(join(path, '..', 'log-journal', 'duckdb'))).toEqual([])
     await sink.close()
   })
 
-  it('bounds the queue while the store is down, dropping the oldest', async () => {
-    const { database, sink } = await startSink(await freshPath(), { batchSize: 4, maxQueue: 10, flushIntervalMs: NEVER })
-    const admin = await database.openSession()
-    await admin.run('DROP TABLE request_logs')
+  it('replays a journal left by a closed sink at the next start, without duplicating rows already stored', async () => {
+    const path = await freshPath()
+    const first = await startSink(path, { batchSize: 4, flushIntervalMs: NEVER })
+    const restore = await breakStore(first.database)
     const records = Array.from({ length: 10 }, () => record())
-    for (const item of records) sink.enqueue(item)
-    await expect(sink.flush()).rejects.toThrow()
-    const later = Array.from({ length: 3 }, () => record())
-    for (const item of later) sink.enqueue(item)
-    expect(sink.stats()).toEqual({ queued: 10, written: 0, dropped: 3 })
+    for (const item of records) first.sink.enqueue(item)
+    await first.sink.close()
+    expect(first.sink.stats()).toMatchObject({ journaled: 10, dropped: 0 })
+    await restore()
+    // Some of the journaled records reach the store another way (as after a write that timed out
+    // but was committed): the replay must not write them twice.
+    const early = new DuckDbLogSink(first.database, { flushIntervalMs: NEVER, journalDirectory: join(path, '..', 'unused-journal') })
+    await early.start()
+    early.enqueue(records[0] as LogRecord)
+    early.enqueue(records[5] as LogRecord)
+    await early.close()
+    await first.database.close()
 
-    await admin.run(REQUEST_LOG_DDL)
-    await sink.flush()
-    const kept = [...records.slice(3), ...later]
-    expect(await sink.count()).toBe(10)
-    for (const item of kept) expect(await sink.findById(item.id)).not.toBeNull()
-    for (const item of records.slice(0, 3)) expect(await sink.findById(item.id)).toBeNull()
-    await admin.close()
+    const second = await startSink(path, { flushIntervalMs: NEVER })
+    await second.sink.flush()
+    expect(await second.sink.count()).toBe(10)
+    for (const item of records) expect(await second.sink.findById(item.id)).toEqual(item)
+    expect(second.sink.stats()).toMatchObject({ written: 10, journaled: 0, dropped: 0 })
+    await second.sink.close()
+  })
+
+  it('bounds the journal: a batch that does not fit is dropped, counted and warned about', async () => {
+    const logger = fakeLogger()
+    const { database, sink } = await startSink(await freshPath(), { batchSize: 10, flushIntervalMs: NEVER, journalMaxBytes: 20_000, logger })
+    const restore = await breakStore(database)
+    for (let index = 0; index < 10; index += 1) sink.enqueue(record())
+    await expect(sink.flush()).rejects.toThrow()
+    const journaled = sink.stats().journaled
+    expect(journaled).toBe(10)
+    for (let round = 0; round < 5; round += 1) {
+      for (let index = 0; index < 10; index += 1) sink.enqueue(record())
+      await expect(sink.flush()).rejects.toThrow()
+    }
+    const stats = sink.stats()
+    expect(stats.dropped).toBeGreaterThan(0)
+    expect(stats.journaled + stats.dropped).toBe(60)
+    await restore()
     await sink.close()
+    expect(logger.warn).toHaveBeenCalledWith(expect.objectContaining({ dropped: expect.any(Number) }), 'request log records dropped')
+    expect(await sink.stats().written).toBe(stats.journaled)
   })
 
   it('drops and counts a record it cannot store instead of blocking the queue', async () => {
@@ -227,7 +238,7 @@ describe('DuckDbLogSink', () => {
     sink.enqueue(good)
     await sink.flush()
     expect(await sink.findById(good.id)).toEqual(good)
-    expect(sink.stats()).toEqual({ queued: 0, written: 1, dropped: 2 })
+    expect(sink.stats()).toEqual({ queued: 0, written: 1, dropped: 2, journaled: 0 })
     await sink.close()
   })
 
@@ -243,5 +254,58 @@ describe('DuckDbLogSink', () => {
     await other.close()
     await sink.close()
     expect((await sink.health()).ok).toBe(false)
+  })
+})
+
+describe('DuckDbLogSink on a data directory of an older version', () => {
+  const OLD_DDL = `CREATE TABLE request_logs (
+    id VARCHAR NOT NULL, trace_id VARCHAR NOT NULL, created_at TIMESTAMP NOT NULL, organisation_id VARCHAR,
+    workspace_id VARCHAR, api_key_id VARCHAR, method VARCHAR NOT NULL, route VARCHAR NOT NULL, path VARCHAR NOT NULL,
+    provider VARCHAR, model VARCHAR, status INTEGER NOT NULL, outcome VARCHAR NOT NULL, streaming BOOLEAN NOT NULL,
+    latency_ms DOUBLE NOT NULL, ttfb_ms DOUBLE, prompt_tokens INTEGER, completion_tokens INTEGER, total_tokens INTEGER,
+    cached_tokens INTEGER, error_code VARCHAR, metadata VARCHAR)`
+
+  it('upgrades request_logs in place and keeps the old rows, metadata converted', async () => {
+    const path = await freshPath()
+    const old = new DuckDbDatabase({ path })
+    await old.start()
+    const session = await old.openSession()
+    await session.run(OLD_DDL)
+    await session.run(`INSERT INTO request_logs VALUES
+      ('old-1', 'trace-1', make_timestamp(1700000000123000), 'org', 'ws', 'key', 'POST', 'chat.completions', '/v1/chat/completions',
+       'openai', 'gpt-4o-mini', 200, 'completed', false, 12.5, 3.25, 10, 5, 15, 0, NULL, '{"_user":"alice","team":"blue"}'),
+      ('old-2', 'trace-2', make_timestamp(1700000001000000), NULL, NULL, NULL, 'GET', 'passthrough', '/v1/models',
+       NULL, NULL, 401, 'errored', false, 1, NULL, NULL, NULL, NULL, NULL, 'GW_AUTH_MISSING', NULL)`)
+    await session.close()
+    await old.close()
+
+    const { sink } = await startSink(path, { flushIntervalMs: NEVER })
+    expect(await sink.count()).toBe(2)
+    expect(await sink.findById('old-1')).toEqual(
+      record({
+        id: 'old-1',
+        traceId: 'trace-1',
+        createdAt: 1_700_000_000_123,
+        organisationId: 'org',
+        workspaceId: 'ws',
+        apiKeyId: 'key',
+        user: 'alice',
+        provider: 'openai',
+        model: 'gpt-4o-mini',
+        latencyMs: 12.5,
+        ttftMs: 3.25,
+        promptTokens: 10,
+        completionTokens: 5,
+        totalTokens: 15,
+        cachedTokens: 0,
+        metadata: { _user: 'alice', team: 'blue' },
+      }),
+    )
+    expect(await sink.findById('old-2')).toMatchObject({ method: 'GET', status: 401, errorCode: 'GW_AUTH_MISSING', metadata: null, user: null, ttftMs: null, cacheStatus: 'disabled', source: 'gateway', retryCount: 0 })
+    const fresh = fullLogRecord()
+    sink.enqueue(fresh)
+    await sink.flush()
+    expect(await sink.findById(fresh.id)).toEqual(fresh)
+    await sink.close()
   })
 })

@@ -59,8 +59,18 @@ describe('loadConfig', () => {
     expect(configError(() => loadConfig({ GATEWAY_BOOTSTRAP_ADMIN_KEY: 'short' })).key).toBe('GATEWAY_BOOTSTRAP_ADMIN_KEY')
   })
 
-  it('refuses CLICKHOUSE_URL, which this version cannot use, instead of silently ignoring it', () => {
-    expect(configError(() => loadConfig({ CLICKHOUSE_URL: 'http://localhost:8123' })).key).toBe('CLICKHOUSE_URL')
+  it('reads CLICKHOUSE_URL: the path names the database (default gateway), credentials stay in the URL', () => {
+    expect(loadConfig({}).environment.clickhouse).toBeNull()
+    expect(loadConfig({ CLICKHOUSE_URL: 'http://localhost:8123' }).environment.clickhouse).toEqual({ url: 'http://localhost:8123/', database: 'gateway' })
+    expect(loadConfig({ CLICKHOUSE_URL: 'https://u:p%40ss@ch.example:8443/logs_1/' }).environment.clickhouse).toEqual({
+      url: 'https://u:p%40ss@ch.example:8443/',
+      database: 'logs_1',
+    })
+    for (const bad of ['localhost:8123', 'tcp://localhost:9000', 'http://localhost:8123/bad-name', 'http://localhost:8123/a/b']) {
+      const error = configError(() => loadConfig({ CLICKHOUSE_URL: bad }))
+      expect(error.key).toBe('CLICKHOUSE_URL')
+      expect(error.message).not.toContain('8123/')
+    }
   })
 
   it('leaves the store URLs null when unset or empty', () => {

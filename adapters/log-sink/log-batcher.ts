@@ -1,0 +1,420 @@
+/**
+ * The write path both log sinks share (ClickHouse and the embedded DuckDB file): a bounded
+ * in-memory queue, batched writes, a durable journal while the store is unreachable, and
+ * replays without duplicates. The sinks supply a `LogStoreWriter` for their store.
+ *
+ * - `enqueue` is O(1) and never throws: records go to a ring. When it holds `maxQueue` records the
+ *   oldest is dropped and counted. One writer at a time takes up to `batchSize` records from the
+ *   head; it starts every `flushIntervalMs` (unref'd timer) and as soon as a batch fills.
+ * - A failed write appends its batch to the journal (fsync'd) and marks the store down. While it
+ *   is down, full batches go straight to the journal without contacting the store, and the store
+ *   is retried once per tick (and by `flush()`), so a dead store costs one attempt per interval,
+ *   memory stays bounded, and nothing waits in memory longer than one interval.
+ * - When the store answers again, the journal is replayed oldest first, then the queue is written.
+ *   A journaled batch may already be stored (a write can fail after the store committed it, e.g.
+ *   a timeout), so before a replay the writer asks the store which of the batch's ids it holds and
+ *   sends only the others: each record is stored once. The journal survives a restart and is
+ *   replayed at the next start.
+ * - Losses are counted in `stats().dropped` and warned about at most once per interval: queue
+ *   overflow, records that cannot be represented, batches the journal cannot take (full or
+ *   failing disk), unreadable journal files, records enqueued after `close()`.
+ * - `close()` stops the timer and flushes; what the store does not take then stays journaled.
+ */
+import type { FeedbackRecord, LogRecord, LogSinkStats, Logger } from '../../core/ports.js'
+import type { FileJournal, JournalEntry } from './file-journal.js'
+import { checkFeedbackRecord, checkLogRecord, feedbackVersionKey } from './log-records.js'
+import { RingQueue } from './ring-queue.js'
+
+/** What a sink's store must offer the batcher. Every method rejects when the store is unreachable. */
+export interface LogStoreWriter {
+  /** Creates what writes need (database, tables, migrations); idempotent. Run again after a failed write. */
+  prepare(): Promise<void>
+  /** Stores checked records, all or nothing where the store allows it. */
+  insertLogs(records: readonly LogRecord[]): Promise<void>
+  /** Which of these records' ids are already stored (the query is bounded by their tenants and time range). */
+  existingLogIds(records: readonly LogRecord[]): Promise<ReadonlySet<string>>
+  insertFeedback(records: readonly FeedbackRecord[]): Promise<void>
+  /** `feedbackVersionKey(id, updatedAt)` of the given versions already stored. */
+  existingFeedback(records: readonly FeedbackRecord[]): Promise<ReadonlySet<string>>
+}
+
+export interface LogBatchingOptions {
+  /** Records per write (default 1000). */
+  readonly batchSize?: number
+  /** Flush timer period, and the retry period while the store is down (default 1000 ms). */
+  readonly flushIntervalMs?: number
+  /** Records held in memory before the oldest are dropped (default 100 000). */
+  readonly maxQueue?: number
+  /** Receives loss, journal and write-failure warnings (at most one of each per interval). */
+  readonly logger?: Logger
+}
+
+function positiveInteger(value: number | undefined, fallback: number, name: string): number {
+  if (value === undefined) return fallback
+  if (!Number.isInteger(value) || value < 1) throw new RangeError(`log sink: ${name} must be a positive integer`)
+  return value
+}
+
+function asError(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error))
+}
+
+export class LogBatcher {
+  readonly #name: string
+  readonly #store: LogStoreWriter
+  readonly #journal: FileJournal
+  readonly #batchSize: number
+  readonly #flushIntervalMs: number
+  readonly #maxQueue: number
+  readonly #logger: Logger | null
+  readonly #queue = new RingQueue<LogRecord>(1024)
+  #timer: NodeJS.Timeout | null = null
+  #started = false
+  #closed = false
+  #prepared = false
+  /** The last store operation failed: full batches go to the journal until a retry succeeds. */
+  #down = false
+  /** The next run may contact the store even though it is down (set by the tick and `flush()`). */
+  #retryDue = false
+  /** The running writer, if any; resolves with the store error that stopped it, or `null`. */
+  #draining: Promise<Error | null> | null = null
+  #inFlight = 0
+  #enqueued = 0
+  /** Enqueued records that left the queue: written, journaled or dropped. */
+  #settled = 0
+  #written = 0
+  #dropped = 0
+  #droppedSinceWarning = 0
+  #journaledSinceWarning = 0
+  #failuresSinceWarning = 0
+  #lastFailure = ''
+  #warnedAfterClose = false
+
+  constructor(name: string, store: LogStoreWriter, journal: FileJournal, options: LogBatchingOptions = {}) {
+    this.#name = name
+    this.#store = store
+    this.#journal = journal
+    this.#batchSize = positiveInteger(options.batchSize, 1000, 'batchSize')
+    this.#flushIntervalMs = positiveInteger(options.flushIntervalMs, 1000, 'flushIntervalMs')
+    this.#maxQueue = positiveInteger(options.maxQueue, 100_000, 'maxQueue')
+    this.#logger = options.logger ?? null
+  }
+
+  /**
+   * Opens the journal and starts the timer. `prepared` says whether the store was made ready
+   * (`prepare()` succeeded); if not, the first write prepares it. Replays a journal left by an
+   * earlier run.
+   */
+  async start(prepared: boolean): Promise<void> {
+    await this.#journal.open()
+    this.#prepared = prepared
+    this.#down = !prepared
+    this.#retryDue = true
+    this.#started = true
+    this.#closed = false
+    if (this.#timer !== null) clearInterval(this.#timer)
+    this.#timer = setInterval(() => this.#tick(), this.#flushIntervalMs)
+    this.#timer.unref()
+    if (this.#journal.records > 0) {
+      this.#log('info', { journaled: this.#journal.records, directory: this.#journal.directory }, 'replaying journaled request logs')
+    }
+    if (this.#journal.length > 0 || this.#queue.length > 0) void this.#drain()
+  }
+
+  get started(): boolean {
+    return this.#started && !this.#closed
+  }
+
+  /** The store failed last time it was tried. */
+  get down(): boolean {
+    return this.#down
+  }
+
+  get lastFailure(): string {
+    return this.#lastFailure
+  }
+
+  enqueue(record: LogRecord): void {
+    try {
+      this.#enqueued += 1
+      if (this.#closed) {
+        this.#dropAfterClose()
+        return
+      }
+      if (this.#queue.length >= this.#maxQueue) {
+        this.#queue.shift()
+        this.#settled += 1
+        this.#countDropped(1)
+      }
+      this.#queue.push(record)
+      if (this.#queue.length >= this.#batchSize && this.#draining === null && this.#started) void this.#drain()
+    } catch {
+      this.#settled += 1
+      this.#countDropped(1)
+    }
+  }
+
+  /**
+   * Tries the store now and writes (or, with the store down, journals) every record enqueued
+   * before the call; replays the journal first when the store answers. Rejects with the store's
+   * error when it could not be reached; the records are then journaled (or, if the journal could
+   * not take them, counted as dropped).
+   */
+  async flush(): Promise<void> {
+    const target = this.#enqueued
+    await this.#draining
+    let failure: Error | null
+    do {
+      this.#retryDue = true
+      failure = await this.#drain()
+      // The second condition only guards against a counting slip turning into a busy loop.
+    } while (this.#settled < target && (this.#queue.length > 0 || this.#draining !== null))
+    if (failure !== null) throw failure
+  }
+
+  /**
+   * Stores feedback now (it is rare and the caller waits for it); when the store fails, journals
+   * it for the replay. Rejects only when neither worked.
+   */
+  async recordFeedback(records: readonly FeedbackRecord[]): Promise<void> {
+    const checked = records.map(checkFeedbackRecord)
+    if (checked.length === 0) return
+    try {
+      await this.#ensurePrepared()
+      await this.#store.insertFeedback(checked)
+      this.#written += checked.length
+      return
+    } catch (error) {
+      this.#noteFailure(asError(error))
+    }
+    if (!(await this.#journal.append('feedback', checked))) {
+      throw new Error(`the ${this.#name} store is unreachable and the log journal is full`)
+    }
+    this.#journaledSinceWarning += checked.length
+  }
+
+  stats(): LogSinkStats {
+    return { queued: this.#queue.length + this.#inFlight, written: this.#written, dropped: this.#dropped, journaled: this.#journal.records }
+  }
+
+  /** Stops the timer and flushes; what the store does not take stays journaled for the next start. */
+  async close(): Promise<void> {
+    if (this.#closed) return
+    this.#closed = true
+    if (this.#timer !== null) clearInterval(this.#timer)
+    this.#timer = null
+    try {
+      await this.flush()
+    } catch (error) {
+      this.#log(
+        'warn',
+        { journaled: this.#journal.records, directory: this.#journal.directory, error: asError(error).message },
+        `request log store (${this.#name}) unreachable at shutdown: journaled records are replayed at the next start`,
+      )
+    } finally {
+      this.#reportWarnings()
+    }
+  }
+
+  #tick(): void {
+    this.#reportWarnings()
+    if (this.#queue.length === 0 && this.#journal.length === 0) return
+    this.#retryDue = true
+    void this.#drain()
+  }
+
+  #drain(): Promise<Error | null> {
+    this.#draining ??= this.#run()
+      .catch(asError)
+      .finally(() => {
+        this.#draining = null
+      })
+    return this.#draining
+  }
+
+  async #run(): Promise<Error | null> {
+    let failure: Error | null = null
+    const tries = !this.#down || this.#retryDue
+    if (tries) {
+      this.#retryDue = false
+      failure = await this.#replay()
+      if (failure === null) failure = await this.#writeQueue()
+    }
+    // A run that just failed journals everything queued; one that skipped a down store only full batches.
+    if (this.#down) await this.#spill(tries ? 1 : this.#batchSize)
+    return failure
+  }
+
+  async #ensurePrepared(): Promise<void> {
+    if (this.#prepared) return
+    await this.#store.prepare()
+    this.#prepared = true
+  }
+
+  /** Replays journaled batches, oldest first, each record once. */
+  async #replay(): Promise<Error | null> {
+    for (let entry = this.#journal.oldest(); entry !== undefined; entry = this.#journal.oldest()) {
+      let items: unknown[]
+      try {
+        items = await this.#journal.read(entry)
+      } catch (error) {
+        await this.#quarantine(entry, asError(error))
+        continue
+      }
+      try {
+        await this.#ensurePrepared()
+        if (entry.kind === 'logs') {
+          const records = items.map((item) => checkLogRecord(item as LogRecord))
+          const stored = await this.#store.existingLogIds(records)
+          const missing = stored.size === 0 ? records : records.filter((record) => !stored.has(record.id))
+          if (missing.length > 0) await this.#store.insertLogs(missing)
+        } else {
+          const records = items.map((item) => checkFeedbackRecord(item as FeedbackRecord))
+          const stored = await this.#store.existingFeedback(records)
+          const missing = records.filter((record) => !stored.has(feedbackVersionKey(record.id, record.updatedAt)))
+          if (missing.length > 0) await this.#store.insertFeedback(missing)
+        }
+      } catch (error) {
+        if (error instanceof TypeError) {
+          await this.#quarantine(entry, error)
+          continue
+        }
+        return this.#noteFailure(asError(error))
+      }
+      this.#down = false
+      await this.#journal.remove(entry)
+      this.#written += entry.count
+    }
+    return null
+  }
+
+  /** Writes the queue until it is empty or the store fails (the failed batch is journaled). */
+  async #writeQueue(): Promise<Error | null> {
+    while (this.#queue.length > 0) {
+      const batch = this.#takeChecked(this.#batchSize)
+      if (batch.length === 0) continue
+      this.#inFlight = batch.length
+      try {
+        await this.#ensurePrepared()
+        await this.#store.insertLogs(batch)
+        this.#written += batch.length
+        this.#down = false
+      } catch (error) {
+        const failure = this.#noteFailure(asError(error))
+        await this.#toJournal(batch)
+        return failure
+      } finally {
+        this.#settled += batch.length
+        this.#inFlight = 0
+      }
+    }
+    return null
+  }
+
+  /** Moves queued records to the journal while the store is down, batch by batch, until fewer than `minimum` are left. */
+  async #spill(minimum: number): Promise<void> {
+    while (this.#queue.length >= minimum && this.#queue.length > 0) {
+      const batch = this.#takeChecked(this.#batchSize)
+      if (batch.length === 0) continue
+      this.#inFlight = batch.length
+      try {
+        await this.#toJournal(batch)
+      } finally {
+        this.#settled += batch.length
+        this.#inFlight = 0
+      }
+    }
+  }
+
+  /** Takes up to `count` records from the head; those that cannot be stored are dropped and counted. */
+  #takeChecked(count: number): LogRecord[] {
+    const taken = this.#queue.take(count)
+    const checked: LogRecord[] = []
+    for (const record of taken) {
+      try {
+        checked.push(checkLogRecord(record))
+      } catch {
+        this.#settled += 1
+        this.#countDropped(1)
+      }
+    }
+    return checked
+  }
+
+  async #toJournal(batch: readonly LogRecord[]): Promise<void> {
+    try {
+      if (await this.#journal.append('logs', batch)) {
+        this.#journaledSinceWarning += batch.length
+        return
+      }
+      this.#countDropped(batch.length)
+      this.#lastFailure = `the log journal is full (${this.#journal.bytes} bytes in ${this.#journal.directory})`
+    } catch (error) {
+      this.#countDropped(batch.length)
+      this.#log('error', { lost: batch.length, error: asError(error).message, directory: this.#journal.directory }, 'request log journal write failed')
+    }
+  }
+
+  async #quarantine(entry: JournalEntry, error: Error): Promise<void> {
+    await this.#journal.quarantine(entry)
+    this.#countDropped(entry.count)
+    this.#log('error', { file: entry.file, lost: entry.count, error: error.message }, 'unreadable request log journal file set aside')
+  }
+
+  #noteFailure(error: Error): Error {
+    this.#down = true
+    // A dropped database or table is recreated by the next attempt.
+    this.#prepared = false
+    this.#failuresSinceWarning += 1
+    this.#lastFailure = error.message
+    return error
+  }
+
+  #countDropped(count: number): void {
+    this.#dropped += count
+    this.#droppedSinceWarning += count
+  }
+
+  #dropAfterClose(): void {
+    this.#settled += 1
+    this.#countDropped(1)
+    if (this.#warnedAfterClose) return
+    this.#warnedAfterClose = true
+    this.#log('warn', {}, 'request log record dropped: the log sink is closed')
+  }
+
+  #reportWarnings(): void {
+    if (this.#droppedSinceWarning > 0) {
+      this.#log(
+        'warn',
+        { dropped: this.#droppedSinceWarning, totalDropped: this.#dropped, maxQueue: this.#maxQueue, error: this.#lastFailure },
+        'request log records dropped',
+      )
+      this.#droppedSinceWarning = 0
+    }
+    if (this.#failuresSinceWarning > 0 || this.#journaledSinceWarning > 0) {
+      this.#log(
+        'warn',
+        {
+          store: this.#name,
+          failures: this.#failuresSinceWarning,
+          journaledNow: this.#journaledSinceWarning,
+          journaled: this.#journal.records,
+          queued: this.stats().queued,
+          error: this.#lastFailure,
+        },
+        'request log store unreachable; records are journaled and replayed once it answers',
+      )
+      this.#failuresSinceWarning = 0
+      this.#journaledSinceWarning = 0
+    }
+  }
+
+  #log(level: 'info' | 'warn' | 'error', fields: object, message: string): void {
+    try {
+      this.#logger?.[level](fields, message)
+    } catch {
+      // A broken logger must not break enqueue or the writer.
+    }
+  }
+}

@@ -1,0 +1,4 @@
+// `node --import ./test/helpers/ts-register.mjs some-file.ts`: see ts-hooks.mjs.
+import { register } from 'node:module'
+
+register('./ts-hooks.mjs', import.meta.url)

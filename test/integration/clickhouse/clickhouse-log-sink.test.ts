@@ -1,0 +1,251 @@
+/**
+ * ClickHouseLogSink against the real ClickHouse the test run starts (18.16), one throwaway
+ * database per test. Outages are made with a TCP proxy in front of it (test/helpers/tcp-fault-proxy.ts):
+ * refused connections, and inserts that ClickHouse performs but whose answer never reaches the sink.
+ */
+import { randomBytes, randomUUID } from 'node:crypto'
+import { mkdtemp, readdir, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { createClient, type ClickHouseClient } from '@clickhouse/client'
+import { afterAll, afterEach, beforeAll, describe, expect, inject, it, vi } from 'vitest'
+import { ClickHouseLogSink, type ClickHouseLogSinkOptions } from '../../../adapters/clickhouse/clickhouse-log-sink.js'
+import type { LogRecord, Logger } from '../../../core/ports.js'
+import { feedbackRecord, fullLogRecord, logRecord } from '../../helpers/log-records.js'
+import { startFaultProxy, type FaultProxy } from '../../helpers/tcp-fault-proxy.js'
+
+const NEVER = 3_600_000
+let clickhouse: ClickHouseClient
+const databases: string[] = []
+const directories: string[] = []
+const sinks: ClickHouseLogSink[] = []
+let proxy: FaultProxy
+
+function freshDatabase(): string {
+  const database = `logs_test_${randomBytes(6).toString('hex')}`
+  databases.push(database)
+  return database
+}
+
+async function freshJournal(): Promise<string> {
+  const directory = await mkdtemp(join(tmpdir(), 'gw-ch-journal-'))
+  directories.push(directory)
+  return directory
+}
+
+function quietLogger(): Logger {
+  return { debug: vi.fn(), info: vi.fn(), warn: vi.fn(), error: vi.fn() }
+}
+
+function sinkFor(options: Partial<ClickHouseLogSinkOptions> & { database: string; journalDirectory: string }): ClickHouseLogSink {
+  const sink = new ClickHouseLogSink({ url: inject('clickhouseUrl'), flushIntervalMs: NEVER, logger: quietLogger(), requestTimeoutMs: 10_000, ...options })
+  sinks.push(sink)
+  return sink
+}
+
+async function rows<T>(query: string): Promise<T[]> {
+  const result = await clickhouse.query({ query, format: 'JSONEachRow' })
+  return result.json<T>()
+}
+
+/** Total rows and distinct ids in the database's request_logs. */
+async function tally(database: string): Promise<{ rows: number; ids: number }> {
+  const [row] = await rows<{ n: string; u: string }>(`SELECT count() AS n, uniqExact(id) AS u FROM ${database}.request_logs`)
+  return { rows: Number(row?.n ?? 0), ids: Number(row?.u ?? 0) }
+}
+
+/** How often each id occurs (ids missing from the table are absent). */
+async function occurrences(database: string, ids: readonly string[]): Promise<Map<string, number>> {
+  const list = ids.map((id) => `'${id}'`).join(', ')
+  const found = await rows<{ id: string; n: string }>(`SELECT id, count() AS n FROM ${database}.request_logs WHERE id IN (${list}) GROUP BY id`)
+  return new Map(found.map((row) => [row.id, Number(row.n)]))
+}
+
+async function expectEachOnce(database: string, records: readonly LogRecord[]): Promise<void> {
+  const seen = await occurrences(database, records.map((record) => record.id))
+  expect(seen.size).toBe(records.length)
+  expect([...seen.values()].every((n) => n === 1)).toBe(true)
+}
+
+beforeAll(async () => {
+  clickhouse = createClient({ url: inject('clickhouseUrl') })
+  proxy = await startFaultProxy(new URL(inject('clickhouseUrl')))
+})
+
+afterEach(async () => {
+  proxy.mode = 'up'
+  await Promise.all(sinks.splice(0).map((sink) => sink.close().catch(() => undefined)))
+})
+
+afterAll(async () => {
+  for (const database of databases) await clickhouse.command({ query: `DROP DATABASE IF EXISTS ${database}` })
+  await clickhouse.close()
+  await proxy.close()
+  await Promise.all(directories.map((directory) => rm(directory, { recursive: true, force: true })))
+})
+
+describe('ClickHouseLogSink', () => {
+  it('creates its database and tables and writes every record in batches', async () => {
+    const database = freshDatabase()
+    const sink = sinkFor({ database, journalDirectory: await freshJournal(), batchSize: 500 })
+    await sink.start()
+    expect((await sink.health()).ok).toBe(true)
+    const records = Array.from({ length: 3000 }, (_, index) => logRecord({ createdAt: 1_717_171_717_171 + index }))
+    for (const record of records) sink.enqueue(record)
+    await sink.flush()
+    expect(await tally(database)).toEqual({ rows: 3000, ids: 3000 })
+    expect(sink.stats()).toEqual({ queued: 0, written: 3000, dropped: 0, journaled: 0 })
+    const tables = await rows<{ name: string }>(`SELECT name FROM system.tables WHERE database = '${database}' ORDER BY name`)
+    expect(tables.map((table) => table.name)).toEqual(['feedback', 'request_logs'])
+  })
+
+  it('stores every field in its column', async () => {
+    const database = freshDatabase()
+    const sink = sinkFor({ database, journalDirectory: await freshJournal() })
+    await sink.start()
+    const full = fullLogRecord()
+    const sparse = logRecord({ outcome: 'aborted', status: 0 })
+    sink.enqueue(full)
+    sink.enqueue(sparse)
+    await sink.flush()
+    const [stored] = await rows<Record<string, unknown>>(`SELECT * FROM ${database}.request_logs WHERE id = '${full.id}'`)
+    expect(stored).toMatchObject({
+      organisation_id: full.organisationId,
+      workspace_id: full.workspaceId,
+      created_at_ms: String(full.createdAt),
+      trace_id: full.traceId,
+      source: 'custom',
+      api_key_id: full.apiKeyId,
+      end_user: 'user-42',
+      virtual_key: 'openai-prod',
+      config: 'cfg-1',
+      prompt_slug: 'welcome',
+      prompt_version: 3,
+      status: 429,
+      outcome: 'errored',
+      streaming: 1,
+      latency_ms: full.latencyMs,
+      ttft_ms: full.ttftMs,
+      prompt_tokens: 11,
+      completion_tokens: 22,
+      total_tokens: 33,
+      cached_tokens: 4,
+      cost_nano_usd: String(full.costNanoUsd),
+      cache_status: 'miss',
+      retry_count: 2,
+      fallback_index: 1,
+      error_code: 'GW_UPSTREAM_TIMEOUT',
+      error_type: 'timeout_error',
+      metadata_keys: Object.keys(full.metadata ?? {}),
+      metadata_values: Object.values(full.metadata ?? {}),
+      request_body: full.requestBody,
+      response_body: full.responseBody,
+    })
+    const [empty] = await rows<Record<string, unknown>>(`SELECT * FROM ${database}.request_logs WHERE id = '${sparse.id}'`)
+    expect(empty).toMatchObject({ organisation_id: '', workspace_id: '', end_user: null, prompt_tokens: null, cost_nano_usd: null, metadata_keys: [] })
+  })
+
+  it('stores feedback, one row per version', async () => {
+    const database = freshDatabase()
+    const sink = sinkFor({ database, journalDirectory: await freshJournal() })
+    await sink.start()
+    const first = feedbackRecord()
+    await sink.recordFeedback([first])
+    await sink.recordFeedback([{ ...first, value: -2, updatedAt: first.updatedAt + 1 }])
+    const stored = await rows<{ value: number; updated_at_ms: string }>(
+      `SELECT value, updated_at_ms FROM ${database}.feedback WHERE id = '${first.id}' ORDER BY updated_at_ms`,
+    )
+    expect(stored).toEqual([
+      { value: 5, updated_at_ms: String(first.updatedAt) },
+      { value: -2, updated_at_ms: String(first.updatedAt + 1) },
+    ])
+  })
+
+  it('refuses an invalid database name', () => {
+    expect(() => new ClickHouseLogSink({ url: inject('clickhouseUrl'), database: 'x; DROP', journalDirectory: tmpdir() })).toThrow(TypeError)
+  })
+})
+
+describe('ClickHouseLogSink when ClickHouse goes away', () => {
+  it('keeps accepting records, journals them, and stores each exactly once when ClickHouse is back', async () => {
+    const database = freshDatabase()
+    const journalDirectory = await freshJournal()
+    const sink = sinkFor({ url: proxy.url, database, journalDirectory, batchSize: 50 })
+    await sink.start()
+    const batches = (count: number) => Array.from({ length: count }, () => logRecord({ organisationId: 'org-fault', workspaceId: randomUUID() }))
+
+    const before = batches(100)
+    for (const record of before) sink.enqueue(record)
+    await sink.flush()
+    expect(await tally(database)).toEqual({ rows: 100, ids: 100 })
+
+    // ClickHouse writes the batch but the answer is lost: the sink cannot know, so it journals it.
+    proxy.mode = 'lose-insert-responses'
+    const unanswered = batches(20)
+    for (const record of unanswered) sink.enqueue(record)
+    await expect(sink.flush()).rejects.toThrow()
+    expect(sink.stats()).toMatchObject({ queued: 0, journaled: 20 })
+    expect(await tally(database)).toEqual({ rows: 120, ids: 120 })
+
+    proxy.mode = 'down'
+    const during = batches(230)
+    for (const record of during) expect(() => sink.enqueue(record)).not.toThrow()
+    await expect(sink.flush()).rejects.toThrow()
+    expect(sink.stats()).toMatchObject({ queued: 0, journaled: 250, dropped: 0 })
+    // Still ready (replies do not depend on the log store), saying what is happening.
+    expect(await sink.health()).toMatchObject({ ok: true, detail: expect.stringContaining('failing') })
+
+    // Replays whose inserts again go through without an answer.
+    proxy.mode = 'lose-insert-responses'
+    await expect(sink.flush()).rejects.toThrow()
+
+    proxy.mode = 'up'
+    await sink.flush()
+    expect(sink.stats()).toEqual({ queued: 0, written: 350, dropped: 0, journaled: 0 })
+    expect((await sink.health()).ok).toBe(true)
+    expect(await readdir(journalDirectory)).toEqual([])
+    expect(await tally(database)).toEqual({ rows: 350, ids: 350 })
+    await expectEachOnce(database, [...before, ...unanswered, ...during])
+  })
+
+  it('starts while ClickHouse is unreachable and creates its tables once it answers', async () => {
+    const database = freshDatabase()
+    proxy.mode = 'down'
+    const sink = sinkFor({ url: proxy.url, database, journalDirectory: await freshJournal() })
+    await sink.start()
+    // Still ready (replies do not depend on the log store), saying what is happening.
+    expect(await sink.health()).toMatchObject({ ok: true, detail: expect.stringContaining('failing') })
+    const records = Array.from({ length: 10 }, () => logRecord())
+    for (const record of records) sink.enqueue(record)
+    await expect(sink.flush()).rejects.toThrow()
+    await expect(sink.recordFeedback([feedbackRecord()])).resolves.toBeUndefined()
+    expect(sink.stats()).toMatchObject({ journaled: 11 })
+    proxy.mode = 'up'
+    await sink.flush()
+    await expectEachOnce(database, records)
+    const [feedback] = await rows<{ n: string }>(`SELECT count() AS n FROM ${database}.feedback`)
+    expect(Number(feedback?.n)).toBe(1)
+    expect(sink.stats()).toMatchObject({ journaled: 0, written: 11 })
+  })
+
+  it('replays the journal of an earlier process at the next start', async () => {
+    const database = freshDatabase()
+    const journalDirectory = await freshJournal()
+    proxy.mode = 'down'
+    const first = sinkFor({ url: proxy.url, database, journalDirectory, batchSize: 7 })
+    await first.start()
+    const records = Array.from({ length: 30 }, () => logRecord())
+    for (const record of records) first.enqueue(record)
+    await first.close()
+    expect(first.stats()).toMatchObject({ journaled: 30, dropped: 0 })
+    expect((await readdir(journalDirectory)).length).toBeGreaterThan(0)
+
+    proxy.mode = 'up'
+    const second = sinkFor({ url: proxy.url, database, journalDirectory })
+    await second.start()
+    expect(second.stats().journaled).toBe(30)
+    await vi.waitFor(() => expect(second.stats().journaled).toBe(0), { timeout: 10_000 })
+    await expectEachOnce(database, records)
+    expect(await readdir(journalDirectory)).toEqual([])
+  })
+})

@@ -1,0 +1,84 @@
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, describe, expect, it } from 'vitest'
+import { FileJournal } from '../../../adapters/log-sink/file-journal.js'
+
+const directories: string[] = []
+
+async function freshDirectory(): Promise<string> {
+  const directory = await mkdtemp(join(tmpdir(), 'gw-journal-'))
+  directories.push(directory)
+  return join(directory, 'journal')
+}
+
+afterAll(async () => {
+  await Promise.all(directories.map((directory) => rm(directory, { recursive: true, force: true })))
+})
+
+describe('FileJournal', () => {
+  it('keeps batches in order across a reopen, and forgets removed ones', async () => {
+    const directory = await freshDirectory()
+    const journal = new FileJournal({ directory, maxBytes: 1_000_000 })
+    await journal.open()
+    expect(await journal.append('logs', [{ n: 1 }, { n: 2 }])).toBe(true)
+    expect(await journal.append('feedback', [{ n: 3 }])).toBe(true)
+    expect(await journal.append('logs', [{ n: 4 }])).toBe(true)
+    expect(journal.records).toBe(4)
+    expect(journal.length).toBe(3)
+
+    const reopened = new FileJournal({ directory, maxBytes: 1_000_000 })
+    await reopened.open()
+    expect(reopened.records).toBe(4)
+    expect(reopened.bytes).toBe(journal.bytes)
+    const first = reopened.oldest()
+    expect(first).toMatchObject({ kind: 'logs', count: 2 })
+    expect(await reopened.read(first!)).toEqual([{ n: 1 }, { n: 2 }])
+    await reopened.remove(first!)
+    expect(reopened.oldest()).toMatchObject({ kind: 'feedback', count: 1 })
+    expect(await reopened.read(reopened.oldest()!)).toEqual([{ n: 3 }])
+    await reopened.remove(reopened.oldest()!)
+    // New batches continue the sequence after the ones still waiting.
+    expect(await reopened.append('logs', [{ n: 5 }])).toBe(true)
+    const order: unknown[] = []
+    for (let entry = reopened.oldest(); entry !== undefined; entry = reopened.oldest()) {
+      order.push(...(await reopened.read(entry)))
+      await reopened.remove(entry)
+    }
+    expect(order).toEqual([{ n: 4 }, { n: 5 }])
+    expect(reopened.records).toBe(0)
+    expect(reopened.bytes).toBe(0)
+    expect(await readdir(directory)).toEqual([])
+  })
+
+  it('refuses a batch that would take it past maxBytes, and writes nothing for it', async () => {
+    const directory = await freshDirectory()
+    const journal = new FileJournal({ directory, maxBytes: 100 })
+    await journal.open()
+    expect(await journal.append('logs', [{ text: 'x'.repeat(40) }])).toBe(true)
+    expect(await journal.append('logs', [{ text: 'y'.repeat(60) }])).toBe(false)
+    expect(journal.records).toBe(1)
+    expect(await readdir(directory)).toHaveLength(1)
+  })
+
+  it('removes leftovers of an interrupted append and sets aside an unreadable batch', async () => {
+    const directory = await freshDirectory()
+    const journal = new FileJournal({ directory, maxBytes: 1_000_000 })
+    await journal.open()
+    await journal.append('logs', [{ n: 1 }])
+    await writeFile(join(directory, '000000000007-logs-1.jsonl.tmp'), '{"half":')
+    await writeFile(join(directory, '000000000005-logs-2.jsonl'), '{"n":2}\n{broken\n')
+    const reopened = new FileJournal({ directory, maxBytes: 1_000_000 })
+    await reopened.open()
+    expect(reopened.records).toBe(3)
+    expect(await reopened.read(reopened.oldest()!)).toEqual([{ n: 1 }])
+    await reopened.remove(reopened.oldest()!)
+    const damaged = reopened.oldest()!
+    await expect(reopened.read(damaged)).rejects.toThrow()
+    await reopened.quarantine(damaged)
+    expect(reopened.records).toBe(0)
+    expect(await readdir(directory)).toEqual(['000000000005-logs-2.jsonl.corrupt'])
+    expect(await reopened.append('logs', [{ n: 3 }])).toBe(true)
+    expect(reopened.oldest()?.seq).toBe(6)
+  })
+})

@@ -1,0 +1,29 @@
+import { describe, expect, it } from 'vitest'
+import type { ModelPrice, PriceTable } from '../../../core/budgets.js'
+import { cappedBody, recordCost, virtualKeySlug } from '../../../plugins/log/record.js'
+
+const PRICES: PriceTable = {
+  find: (_provider: string | null, model: string): ModelPrice | null =>
+    model === 'listed' ? { input: 1, output: 2, cachedInput: null, reasoning: null } : null,
+}
+
+describe('log record helpers', () => {
+  it('prices usage: null without usage, 0 for an unlisted or unnamed model', () => {
+    const usage = { promptTokens: 10, completionTokens: 5, totalTokens: 15, cachedTokens: 0 }
+    expect(recordCost(PRICES, 'openai', 'listed', usage)).toBe(10 * 1000 + 5 * 2000)
+    expect(recordCost(PRICES, 'openai', 'unlisted', usage)).toBe(0)
+    expect(recordCost(PRICES, 'openai', null, usage)).toBe(0)
+    expect(recordCost(PRICES, 'openai', 'listed', null)).toBeNull()
+  })
+
+  it('names the virtual key by its slug', () => {
+    expect(virtualKeySlug(null)).toBeNull()
+    expect(virtualKeySlug({ kind: 'virtual-key', id: 'uuid-1', label: 'virtual key openai-prod', rateLimits: [], usageLimits: [] })).toBe('openai-prod')
+  })
+
+  it('keeps bodies up to the limit and marks a cut one', () => {
+    expect(cappedBody(null, 4)).toBeNull()
+    expect(cappedBody(Buffer.from('abcd'), 4)).toBe('abcd')
+    expect(cappedBody(Buffer.from('abcdef'), 4)).toBe('abcd[truncated]')
+  })
+})
