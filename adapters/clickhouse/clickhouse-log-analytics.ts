@@ -14,9 +14,9 @@
  * server's text (which may quote the query) is kept only as the `cause`, for the process log.
  */
 import { createClient, type ClickHouseClient } from '@clickhouse/client'
-import type { FeedbackRecord, GraphName, GraphResult, GroupRequest, GroupResult, CacheSummary, LogAnalytics, LogFilter, LogScope, StoredLog } from '../../core/logs.js'
 import type { HealthStatus } from '../../core/ports.js'
-import { SqlLogQueries, type SqlResultRow } from '../sql/analytics-sql.js'
+import type { SqlResultRow } from '../sql/analytics-sql.js'
+import { SqlLogAnalytics } from '../sql/sql-log-analytics.js'
 import { clickHouseDialect } from '../sql/sql-dialect.js'
 import { clickHouseFeedbackDdl, clickHouseRequestLogDdl } from './clickhouse-schema.js'
 
@@ -31,21 +31,20 @@ export interface ClickHouseLogAnalyticsOptions {
 
 const DATABASE_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
 
-export class ClickHouseLogAnalytics implements LogAnalytics {
+export class ClickHouseLogAnalytics extends SqlLogAnalytics {
   readonly #url: string
   readonly #database: string
   readonly #timeoutMs: number
   #client: ClickHouseClient | null = null
   #prepared = false
-  readonly #queries: SqlLogQueries
 
   constructor(options: ClickHouseLogAnalyticsOptions) {
     const database = options.database ?? 'gateway'
     if (!DATABASE_NAME.test(database)) throw new TypeError(`invalid ClickHouse database name: ${JSON.stringify(database)}`)
+    super(clickHouseDialect(database), (sql) => this.#query(sql))
     this.#url = options.url
     this.#database = database
     this.#timeoutMs = options.requestTimeoutMs ?? 30_000
-    this.#queries = new SqlLogQueries(clickHouseDialect(database), (sql) => this.#query(sql))
   }
 
   async start(): Promise<void> {
@@ -84,37 +83,6 @@ export class ClickHouseLogAnalytics implements LogAnalytics {
     }
   }
 
-  graph(name: GraphName, filter: LogFilter): Promise<GraphResult> {
-    return this.#queries.graph(name, filter)
-  }
-
-  group(request: GroupRequest, filter: LogFilter): Promise<GroupResult> {
-    return this.#queries.group(request, filter)
-  }
-
-  cacheSummary(filter: LogFilter): Promise<CacheSummary> {
-    return this.#queries.cacheSummary(filter)
-  }
-
-  findLog(scope: LogScope, id: string): Promise<StoredLog | null> {
-    return this.#queries.findLog(scope, id)
-  }
-
-  hasTrace(scope: LogScope, traceId: string): Promise<boolean> {
-    return this.#queries.hasTrace(scope, traceId)
-  }
-
-  findFeedback(scope: LogScope, id: string): Promise<FeedbackRecord | null> {
-    return this.#queries.findFeedback(scope, id)
-  }
-
-  scanLogs(
-    filter: LogFilter,
-    options: { readonly batchSize: number; readonly limit: number },
-    onBatch: (rows: readonly StoredLog[]) => Promise<boolean>,
-  ): Promise<void> {
-    return this.#queries.scanLogs(filter, options, onBatch)
-  }
 
   async #query(sql: string): Promise<readonly SqlResultRow[]> {
     const client = this.#client

@@ -8,21 +8,19 @@
  * `start()` creates (or upgrades) the tables with the sink's migration, whichever of the two starts
  * first, so analytics answer (with nothing) before the first log is written.
  */
-import type { FeedbackRecord, GraphName, GraphResult, GroupRequest, GroupResult, CacheSummary, LogAnalytics, LogFilter, LogScope, StoredLog } from '../../core/logs.js'
 import type { HealthStatus } from '../../core/ports.js'
-import { SqlLogQueries } from '../sql/analytics-sql.js'
+import { SqlLogAnalytics } from '../sql/sql-log-analytics.js'
 import { duckDbDialect } from '../sql/sql-dialect.js'
 import type { DuckDbDatabase, DuckDbSession } from './duckdb-database.js'
 import { migrateLogTables } from './duckdb-log-migration.js'
 
-export class DuckDbLogAnalytics implements LogAnalytics {
+export class DuckDbLogAnalytics extends SqlLogAnalytics {
   readonly #database: DuckDbDatabase
   #session: DuckDbSession | null = null
-  readonly #queries: SqlLogQueries
 
   constructor(database: DuckDbDatabase) {
+    super(duckDbDialect(), (sql) => this.#sessionOrThrow().query(sql))
     this.#database = database
-    this.#queries = new SqlLogQueries(duckDbDialect(), (sql) => this.#sessionOrThrow().query(sql))
   }
 
   async start(): Promise<void> {
@@ -53,37 +51,6 @@ export class DuckDbLogAnalytics implements LogAnalytics {
     }
   }
 
-  graph(name: GraphName, filter: LogFilter): Promise<GraphResult> {
-    return this.#queries.graph(name, filter)
-  }
-
-  group(request: GroupRequest, filter: LogFilter): Promise<GroupResult> {
-    return this.#queries.group(request, filter)
-  }
-
-  cacheSummary(filter: LogFilter): Promise<CacheSummary> {
-    return this.#queries.cacheSummary(filter)
-  }
-
-  findLog(scope: LogScope, id: string): Promise<StoredLog | null> {
-    return this.#queries.findLog(scope, id)
-  }
-
-  hasTrace(scope: LogScope, traceId: string): Promise<boolean> {
-    return this.#queries.hasTrace(scope, traceId)
-  }
-
-  findFeedback(scope: LogScope, id: string): Promise<FeedbackRecord | null> {
-    return this.#queries.findFeedback(scope, id)
-  }
-
-  scanLogs(
-    filter: LogFilter,
-    options: { readonly batchSize: number; readonly limit: number },
-    onBatch: (rows: readonly StoredLog[]) => Promise<boolean>,
-  ): Promise<void> {
-    return this.#queries.scanLogs(filter, options, onBatch)
-  }
 
   #sessionOrThrow(): DuckDbSession {
     const session = this.#session
