@@ -371,7 +371,11 @@ const startGateway = async (mockOrigin: string, kind: GatewayKind, clickHouseUrl
   tempDirs.add(dir)
   const overlayPath = join(dir, 'overlay.json')
   const overlay = kind === 'forward'
-    ? { plugins: { auth: { enabled: false }, 'scope-check': { enabled: false }, log: { enabled: false }, 'admin-api': { enabled: false } } }
+    ? {
+        plugins: Object.fromEntries(
+          ['auth', 'scope-check', 'virtual-key', 'rate-limit', 'budget', 'admin-api', 'log', 'audit'].map((name) => [name, { enabled: false }])
+        )
+      }
     : kind === 'full-nolog' ? { plugins: { log: { enabled: false } } } : {}
   const logs = kind === 'full' || kind === 'limits'
   // Each gateway logs to its own ClickHouse database (the URL path names it).

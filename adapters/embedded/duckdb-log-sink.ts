@@ -19,7 +19,7 @@ import { dirname, join } from 'node:path'
 import type { FeedbackRecord, HealthStatus, LogRecord, LogSink, LogSinkStats } from '../../core/ports.js'
 import { FileJournal } from '../log-sink/file-journal.js'
 import { LogBatcher, type LogBatchingOptions, type LogStoreWriter } from '../log-sink/log-batcher.js'
-import { feedbackVersionKey, metadataFromLists, metadataLists } from '../log-sink/log-records.js'
+import { feedbackVersionKey, metadataFromLists, metadataLists, serialiseInSlices } from '../log-sink/log-records.js'
 import type { DuckDbDatabase, DuckDbSession, SqlParam, SqlRow } from './duckdb-database.js'
 import { migrateLogTables } from './duckdb-log-migration.js'
 import { FEEDBACK_COLUMNS, FEEDBACK_TABLE, REQUEST_LOG_COLUMNS, REQUEST_LOG_TABLE } from './duckdb-schema.js'
@@ -189,9 +189,7 @@ class DuckDbLogStore implements LogStoreWriter {
   async insertLogs(records: readonly LogRecord[]): Promise<void> {
     const session = this.#session()
     const file = join(this.#stagingDirectory, `.request-logs-${process.pid}-${++this.#batchNumber}.jsonl`)
-    let text = ''
-    for (const record of records) text += `${toJsonLine(record)}\n`
-    await writeFile(file, text)
+    await writeFile(file, await serialiseInSlices(records, toJsonLine))
     try {
       await session.run(insertBatchSql(file))
     } finally {

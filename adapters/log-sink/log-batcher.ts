@@ -39,7 +39,7 @@ export interface LogStoreWriter {
 }
 
 export interface LogBatchingOptions {
-  /** Records per write (default 1000). */
+  /** Records per write (default 10 000: ClickHouse spends ~35 ms of CPU per insert whatever its size, so fewer, larger inserts cost it a quarter as much per row as 1000-row ones). */
   readonly batchSize?: number
   /** Flush timer period, and the retry period while the store is down (default 1000 ms). */
   readonly flushIntervalMs?: number
@@ -94,7 +94,7 @@ export class LogBatcher {
     this.#name = name
     this.#store = store
     this.#journal = journal
-    this.#batchSize = positiveInteger(options.batchSize, 1000, 'batchSize')
+    this.#batchSize = positiveInteger(options.batchSize, 10_000, 'batchSize')
     this.#flushIntervalMs = positiveInteger(options.flushIntervalMs, 1000, 'flushIntervalMs')
     this.#maxQueue = positiveInteger(options.maxQueue, 100_000, 'maxQueue')
     this.#logger = options.logger ?? null
@@ -288,10 +288,18 @@ export class LogBatcher {
     return null
   }
 
-  /** Writes the queue until it is empty or the store fails (the failed batch is journaled). */
+  /**
+   * Writes what was queued when it started, then only full batches, until the store fails (the
+   * failed batch is journaled). Records that arrive meanwhile wait for a full batch or the next
+   * tick: writing them at once would turn steady traffic into back-to-back small inserts, and each
+   * insert has a fixed cost in the store (about 35 ms of ClickHouse CPU).
+   */
   async #writeQueue(): Promise<Error | null> {
-    while (this.#queue.length > 0) {
+    let owed = this.#queue.length
+    while (this.#queue.length > 0 && (owed > 0 || this.#queue.length >= this.#batchSize)) {
+      const before = this.#queue.length
       const batch = this.#takeChecked(this.#batchSize)
+      owed -= before - this.#queue.length
       if (batch.length === 0) continue
       this.#inFlight = batch.length
       try {

@@ -11,12 +11,15 @@ export type ProxyMode = 'up' | 'down' | 'lose-insert-responses'
 export interface FaultProxy {
   readonly url: string
   mode: ProxyMode
+  /** HTTP requests whose query is an INSERT that went through (in every mode but `down`). */
+  readonly inserts: number
   close(): Promise<void>
 }
 
 export async function startFaultProxy(target: URL): Promise<FaultProxy> {
   const sockets = new Set<Socket>()
   let mode: ProxyMode = 'up'
+  let inserts = 0
   const server = createServer((client) => {
     sockets.add(client)
     client.on('close', () => sockets.delete(client))
@@ -35,9 +38,10 @@ export async function startFaultProxy(target: URL): Promise<FaultProxy> {
     client.on('close', () => upstream.destroy())
     let loseAnswer = false
     client.on('data', (chunk: Buffer) => {
-      if (mode === 'lose-insert-responses') {
-        const head = chunk.subarray(0, 512).toString('latin1')
-        if (/^POST [^ ]*query=INSERT/i.test(head)) loseAnswer = true
+      const head = chunk.subarray(0, 512).toString('latin1')
+      if (/^POST [^ ]*query=INSERT/i.test(head)) {
+        inserts++
+        if (mode === 'lose-insert-responses') loseAnswer = true
       }
       upstream.write(chunk)
     })
@@ -56,6 +60,9 @@ export async function startFaultProxy(target: URL): Promise<FaultProxy> {
     url: `http://127.0.0.1:${port}`,
     get mode() {
       return mode
+    },
+    get inserts() {
+      return inserts
     },
     set mode(next: ProxyMode) {
       mode = next

@@ -249,3 +249,32 @@ describe('ClickHouseLogSink when ClickHouse goes away', () => {
     expect(await readdir(journalDirectory)).toEqual([])
   })
 })
+
+describe('ClickHouseLogSink batching', () => {
+  it('turns steady traffic into one insert per tick, not back-to-back small inserts', async () => {
+    const counting = await startFaultProxy(new URL(inject('clickhouseUrl')))
+    try {
+      const database = freshDatabase()
+      const sink = sinkFor({ url: counting.url, database, journalDirectory: await freshJournal(), flushIntervalMs: 250, batchSize: 100_000 })
+      await sink.start()
+      const sent: LogRecord[] = []
+      // 2 s of traffic, 20 records every 10 ms (2000/s), while the writer runs on its 250 ms ticks.
+      for (let step = 0; step < 200; step++) {
+        for (let index = 0; index < 20; index++) {
+          const record = logRecord()
+          sent.push(record)
+          sink.enqueue(record)
+        }
+        await new Promise((resolve) => setTimeout(resolve, 10))
+      }
+      await sink.flush()
+      await expectEachOnce(database, sent)
+      // About one insert per 250 ms tick (and one for the final flush); writing what arrived during
+      // each insert at once would make one insert per ClickHouse round trip instead (dozens here).
+      expect(counting.inserts).toBeGreaterThanOrEqual(2)
+      expect(counting.inserts).toBeLessThanOrEqual(Math.ceil(2_000 / 250) + 4)
+    } finally {
+      await counting.close()
+    }
+  })
+})
