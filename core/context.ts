@@ -51,6 +51,8 @@ export interface LimitSubject {
 
 /** The provider credential a virtual key resolved to (decrypted; never logged). */
 export interface ProviderCredential {
+  /** Slug of the virtual key it came from (what clients send and analytics group by). */
+  readonly virtualKeySlug: string
   /** Provider slug from the registry. */
   readonly provider: string
   /** The provider API key, or `null` when the endpoint needs none. */

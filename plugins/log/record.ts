@@ -1,6 +1,6 @@
 /** Builds a request's log record from its finished context (pure apart from the price lookup). */
 import { costNanoUsd, type PriceTable } from '../../core/budgets.js'
-import type { LimitSubject, RequestContext, Usage } from '../../core/context.js'
+import type { RequestContext, Usage } from '../../core/context.js'
 import type { LogRecord } from '../../core/ports.js'
 
 export interface RecordOptions {
@@ -13,8 +13,6 @@ export interface RecordOptions {
 
 /** Appended to a body cut at the size limit. */
 export const TRUNCATED_MARKER = '[truncated]'
-
-const VIRTUAL_KEY_LABEL_PREFIX = 'virtual key '
 
 /** Parses `x-gateway-metadata` (a JSON object of strings); anything else yields `null`. */
 export function parseMetadata(raw: string | undefined, maxBytes: number): Record<string, string> | null {
@@ -32,16 +30,6 @@ export function parseMetadata(raw: string | undefined, maxBytes: number): Record
     else if (typeof value === 'number' || typeof value === 'boolean') metadata[key] = String(value)
   }
   return metadata
-}
-
-/**
- * The virtual key's slug. The context carries the key as a limit subject, whose label the
- * virtual-key plugin builds as `virtual key <slug>` (the slug is what clients send and what
- * analytics group by; the header may have named the key by UUID instead).
- */
-export function virtualKeySlug(subject: LimitSubject | null): string | null {
-  if (subject === null) return null
-  return subject.label.startsWith(VIRTUAL_KEY_LABEL_PREFIX) ? subject.label.slice(VIRTUAL_KEY_LABEL_PREFIX.length) : subject.id
 }
 
 /** Cost in nano-USD: `null` without usage, 0 for a model the price table does not list. */
@@ -76,7 +64,7 @@ export function toLogRecord(ctx: RequestContext, options: RecordOptions): LogRec
     // A JWT's keyId is the token's subject, not an API key id.
     apiKeyId: ctx.principal?.kind === 'api-key' ? ctx.principal.keyId : null,
     user: metadata?._user ?? null,
-    virtualKey: virtualKeySlug(ctx.virtualKey),
+    virtualKey: ctx.credential?.virtualKeySlug ?? null,
     config: null,
     promptSlug: null,
     promptVersion: null,

@@ -147,7 +147,7 @@ export class VirtualKeyPlugin implements GatewayPlugin {
   #credentialsOf(record: VirtualKeyRecord): ProviderCredential[] {
     const modelConfig = record.sealedModelConfig === null ? null : (JSON.parse(this.#cipher.open(record.sealedModelConfig)) as Record<string, unknown>)
     const keys: Array<string | null> = record.sealedKeys.length === 0 ? [null] : record.sealedKeys.map((sealed) => this.#cipher.open(sealed))
-    return keys.map((apiKey) => ({ provider: record.provider, apiKey, customHost: record.customHost, modelConfig }))
+    return keys.map((apiKey) => ({ virtualKeySlug: record.slug, provider: record.provider, apiKey, customHost: record.customHost, modelConfig }))
   }
 
   #admit(ctx: RequestContext, entry: Entry, principal: Principal, slug: string): GatewayError | undefined {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import type { ModelPrice, PriceTable } from '../../../core/budgets.js'
-import { cappedBody, recordCost, virtualKeySlug } from '../../../plugins/log/record.js'
+import { cappedBody, recordCost } from '../../../plugins/log/record.js'
 
 const PRICES: PriceTable = {
   find: (_provider: string | null, model: string): ModelPrice | null =>
@@ -14,11 +14,6 @@ describe('log record helpers', () => {
     expect(recordCost(PRICES, 'openai', 'unlisted', usage)).toBe(0)
     expect(recordCost(PRICES, 'openai', null, usage)).toBe(0)
     expect(recordCost(PRICES, 'openai', 'listed', null)).toBeNull()
-  })
-
-  it('names the virtual key by its slug', () => {
-    expect(virtualKeySlug(null)).toBeNull()
-    expect(virtualKeySlug({ kind: 'virtual-key', id: 'uuid-1', label: 'virtual key openai-prod', rateLimits: [], usageLimits: [] })).toBe('openai-prod')
   })
 
   it('keeps bodies up to the limit and marks a cut one', () => {
