@@ -13,7 +13,7 @@
  *   up to the reserved amount from the lease's slot and adds the real amount to `u`; a missing key
  *   is left missing (never recreated without its history) and reported as `null`.
  * - `reserveWithBuckets` (`CombinedLimitLedger`): one script that checks the rate-limit buckets
- *   (the same hashes and math as redis-rate-limiter.ts), then the counters, and writes both only
+ *   (the same hashes, and the same Lua, `BUCKET_FUNCTIONS`, as redis-rate-limiter.ts), then the counters, and writes both only
  *   when neither refuses: a request's rate limits and budgets cost one round trip together.
  * - `settle` does not call Redis itself: a settlement waits in a queue per hash tag and rides on
  *   the next reserve call of that tag (the script applies it first), or, when none comes within
@@ -30,8 +30,9 @@ import { createHash } from 'node:crypto'
 import { Cluster, Redis } from 'ioredis'
 import type { BudgetCounter, CombinedLimitLedger, CombinedReserveDecision, ReserveDecision } from '../../core/budgets.js'
 import type { HealthStatus } from '../../core/ports.js'
-import { MAX_BUCKET_TTL_MS, type BucketAcquire } from '../../core/rate-limits.js'
+import type { BucketAcquire } from '../../core/rate-limits.js'
 import { maskRedisUrl } from './redis-change-notifier.js'
+import { BUCKET_FUNCTIONS } from './redis-rate-limiter.js'
 
 /** Length of a lease slot. */
 export const LEASE_SLOT_MS = 60_000
@@ -95,7 +96,7 @@ end
  * takes or reserves anything.
  */
 export const RESERVE_SCRIPT = `
-local MAX_TTL = ${MAX_BUCKET_TTL_MS}
+${BUCKET_FUNCTIONS}
 local now = tonumber(ARGV[1])
 local slot = math.floor(now / tonumber(ARGV[2]))
 local oldest = slot - tonumber(ARGV[3])
@@ -112,40 +113,8 @@ local counterBase = arg
 local bucketBase = counterBase + counters * 3
 local first = settleKeys + 1
 local last = settleKeys + counters
-local tokens, stamps, ttls = {}, {}, {}
-for i = last + 1, #KEYS do
-  local key = KEYS[i]
-  local base = bucketBase + (i - last - 1) * 4
-  local capacity = tonumber(ARGV[base])
-  local window = tonumber(ARGV[base + 1])
-  local take = tonumber(ARGV[base + 2])
-  local need = take + tonumber(ARGV[base + 3])
-  local t, ts = tokens[key], stamps[key]
-  if t == nil then
-    local state = redis.call('HMGET', key, 'tokens', 'ts')
-    t, ts = tonumber(state[1]), tonumber(state[2])
-    if t == nil or ts == nil then t, ts = capacity, now end
-  end
-  if now > ts then
-    if capacity > 0 then t = t + (now - ts) * capacity / window end
-    ts = now
-  end
-  if t > capacity then t = capacity end
-  if t < need then
-    local wait = window
-    if need <= capacity and capacity > 0 then wait = math.ceil((need - t) * window / capacity) end
-    return answer({2, i - last - 1, wait})
-  end
-  t = t - take
-  tokens[key], stamps[key] = t, ts
-  local ttl = 2 * window
-  if capacity > 0 then
-    local full = math.ceil((capacity - t) * window / capacity)
-    if full > ttl then ttl = full end
-  end
-  if ttl > MAX_TTL then ttl = MAX_TTL end
-  ttls[key] = ttl
-end
+local refused = check_buckets(last + 1, #KEYS, bucketBase, now)
+if refused then return answer({2, refused[1], refused[2]}) end
 local unknown = {-1}
 for i = 1, counters do
   if redis.call('EXISTS', KEYS[settleKeys + i]) == 0 then unknown[#unknown + 1] = i - 1 end
@@ -171,10 +140,7 @@ for i = 1, counters do
   end
   if used + reserved >= limit then return answer({0, i - 1, used}) end
 end
-for key, t in pairs(tokens) do
-  redis.call('HSET', key, 'tokens', string.format('%.17g', t), 'ts', string.format('%.17g', stamps[key]))
-  redis.call('PEXPIRE', key, string.format('%d', ttls[key]))
-end
+commit_buckets()
 local field = 'r:' .. slot
 for i = 1, counters do
   local base = counterBase + (i - 1) * 3

@@ -25,50 +25,69 @@ import { maskRedisUrl } from './redis-change-notifier.js'
 
 
 /**
+ * Lua functions shared by ACQUIRE_SCRIPT and the budget ledger's reserve script (which checks a
+ * request's buckets together with its budgets). `check_buckets(first, last, base, now)` reads the
+ * buckets KEYS[first..last], whose arguments start at ARGV[base] (per bucket: capacity, window
+ * (ms), take, require), and returns nil when every one holds take + require, else {index of the
+ * first refusing bucket (0-based from first), wait ms}; it writes nothing. `commit_buckets()` then
+ * stores what the last successful check took.
+ */
+export const BUCKET_FUNCTIONS = `
+local MAX_TTL = ${MAX_BUCKET_TTL_MS}
+local bucket_tokens, bucket_stamps, bucket_ttls = {}, {}, {}
+local function check_buckets(first, last, base, now)
+  for i = first, last do
+    local key = KEYS[i]
+    local b = base + (i - first) * 4
+    local capacity = tonumber(ARGV[b])
+    local window = tonumber(ARGV[b + 1])
+    local take = tonumber(ARGV[b + 2])
+    local need = take + tonumber(ARGV[b + 3])
+    local t, ts = bucket_tokens[key], bucket_stamps[key]
+    if t == nil then
+      local state = redis.call('HMGET', key, 'tokens', 'ts')
+      t, ts = tonumber(state[1]), tonumber(state[2])
+      if t == nil or ts == nil then t, ts = capacity, now end
+    end
+    if now > ts then
+      if capacity > 0 then t = t + (now - ts) * capacity / window end
+      ts = now
+    end
+    if t > capacity then t = capacity end
+    if t < need then
+      local wait = window
+      if need <= capacity and capacity > 0 then wait = math.ceil((need - t) * window / capacity) end
+      return {i - first, wait}
+    end
+    t = t - take
+    bucket_tokens[key], bucket_stamps[key] = t, ts
+    local ttl = 2 * window
+    if capacity > 0 then
+      local full = math.ceil((capacity - t) * window / capacity)
+      if full > ttl then ttl = full end
+    end
+    if ttl > MAX_TTL then ttl = MAX_TTL end
+    bucket_ttls[key] = ttl
+  end
+  return nil
+end
+local function commit_buckets()
+  for key, t in pairs(bucket_tokens) do
+    redis.call('HSET', key, 'tokens', string.format('%.17g', t), 'ts', string.format('%.17g', bucket_stamps[key]))
+    redis.call('PEXPIRE', key, string.format('%d', bucket_ttls[key]))
+  end
+end
+`
+
+/**
  * KEYS: bucket keys. ARGV[1]: now (ms); then per key: capacity, window (ms), take, require.
  * Returns {-1, 0} when allowed, else {refusing index (0-based), wait ms}.
  */
 export const ACQUIRE_SCRIPT = `
-local MAX_TTL = ${MAX_BUCKET_TTL_MS}
-local now = tonumber(ARGV[1])
-local tokens, stamps, ttls = {}, {}, {}
-for i = 1, #KEYS do
-  local key = KEYS[i]
-  local base = 2 + (i - 1) * 4
-  local capacity = tonumber(ARGV[base])
-  local window = tonumber(ARGV[base + 1])
-  local take = tonumber(ARGV[base + 2])
-  local need = take + tonumber(ARGV[base + 3])
-  local t, ts = tokens[key], stamps[key]
-  if t == nil then
-    local state = redis.call('HMGET', key, 'tokens', 'ts')
-    t, ts = tonumber(state[1]), tonumber(state[2])
-    if t == nil or ts == nil then t, ts = capacity, now end
-  end
-  if now > ts then
-    if capacity > 0 then t = t + (now - ts) * capacity / window end
-    ts = now
-  end
-  if t > capacity then t = capacity end
-  if t < need then
-    local wait = window
-    if need <= capacity and capacity > 0 then wait = math.ceil((need - t) * window / capacity) end
-    return {i - 1, wait}
-  end
-  t = t - take
-  tokens[key], stamps[key] = t, ts
-  local ttl = 2 * window
-  if capacity > 0 then
-    local full = math.ceil((capacity - t) * window / capacity)
-    if full > ttl then ttl = full end
-  end
-  if ttl > MAX_TTL then ttl = MAX_TTL end
-  ttls[key] = ttl
-end
-for key, t in pairs(tokens) do
-  redis.call('HSET', key, 'tokens', string.format('%.17g', t), 'ts', string.format('%.17g', stamps[key]))
-  redis.call('PEXPIRE', key, string.format('%d', ttls[key]))
-end
+${BUCKET_FUNCTIONS}
+local refused = check_buckets(1, #KEYS, 2, tonumber(ARGV[1]))
+if refused then return refused end
+commit_buckets()
 return {-1, 0}
 `
 
