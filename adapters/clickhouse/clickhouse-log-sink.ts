@@ -243,13 +243,8 @@ export class ClickHouseLogSink implements LogSink {
   }
 
   async health(): Promise<HealthStatus> {
-    if (this.#client === null || !this.#batcher.started) return { ok: false, detail: 'request log sink is not started' }
-    if (this.#batcher.down) {
-      const { queued, journaled } = this.stats()
-      // Still ready: replies do not depend on the log store, and records are journaled meanwhile.
-      return { ok: true, detail: `ClickHouse log writes are failing; ${queued} records queued, ${journaled} journaled (replayed when the store is back)` }
-    }
-    return { ok: true }
+    if (this.#client === null) return { ok: false, detail: 'request log sink is not started' }
+    return this.#batcher.health('ClickHouse')
   }
 
   /** Flushes (what ClickHouse does not take stays journaled for the next start) and closes the client. */

@@ -283,12 +283,7 @@ export class DuckDbLogSink implements LogSink {
 
   async health(): Promise<HealthStatus> {
     if (this.#session === null) return { ok: false, detail: 'request log sink is not started' }
-    if (this.#batcher.down) {
-      const { queued, journaled } = this.stats()
-      // Still ready: replies do not depend on the log store, and records are journaled meanwhile.
-      return { ok: true, detail: `request log writes are failing; ${queued} records queued, ${journaled} journaled (replayed when the store is back)` }
-    }
-    return { ok: true }
+    return this.#batcher.health('DuckDB')
   }
 
   /** Flushes (what cannot be written stays journaled for the next start) and releases the session. */

@@ -20,7 +20,7 @@
  *   failing disk), unreadable journal files, records enqueued after `close()`.
  * - `close()` stops the timer and flushes; what the store does not take then stays journaled.
  */
-import type { FeedbackRecord, LogRecord, LogSinkStats, Logger } from '../../core/ports.js'
+import type { FeedbackRecord, HealthStatus, LogRecord, LogSinkStats, Logger } from '../../core/ports.js'
 import type { FileJournal, JournalEntry } from './file-journal.js'
 import { checkFeedbackRecord, checkLogRecord, feedbackVersionKey } from './log-records.js'
 import { RingQueue } from './ring-queue.js'
@@ -125,14 +125,6 @@ export class LogBatcher {
     return this.#started && !this.#closed
   }
 
-  /** The store failed last time it was tried. */
-  get down(): boolean {
-    return this.#down
-  }
-
-  get lastFailure(): string {
-    return this.#lastFailure
-  }
 
   enqueue(record: LogRecord): void {
     try {
@@ -191,6 +183,18 @@ export class LogBatcher {
       throw new Error(`the ${this.#name} store is unreachable and the log journal is full`)
     }
     this.#journaledSinceWarning += checked.length
+  }
+
+  /**
+   * The sink's health once its store connection is open: ok while writing works, and still ok (with
+   * what is happening) while the store is down, because replies never depend on it and records are
+   * journaled meanwhile; not ok before `start()`.
+   */
+  health(storeName: string): HealthStatus {
+    if (!this.started) return { ok: false, detail: 'request log sink is not started' }
+    if (!this.#down) return { ok: true }
+    const { queued, journaled } = this.stats()
+    return { ok: true, detail: `${storeName} log writes are failing; ${queued} records queued, ${journaled} journaled (replayed when the store is back)` }
   }
 
   stats(): LogSinkStats {
