@@ -242,10 +242,10 @@ export function wire(loaded: LoadedConfig): Wiring {
   })
   const logEnabled = resolution.enabled.some((entry) => entry.definition.name === 'log')
   container.register(LogServices, {
-    useFactory: instanceCachingFactory<LogServices>((c) =>
+    useFactory: instanceCachingFactory<LogServices | null>((c) =>
       logEnabled
         ? { analytics: c.resolve<LogAnalytics>(LogAnalytics), sink: c.resolve<LogSink>(LogSink), exports: c.resolve<ExportStore>(ExportStore) }
-        : { analytics: null, sink: null, exports: null },
+        : null,
     ),
   })
 

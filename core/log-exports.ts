@@ -87,13 +87,13 @@ export interface ExportStore extends Service {
 export const ExportStore = Symbol.for('gateway:ExportStore') as Token<ExportStore>
 
 /**
- * The log ports the Admin API's analytics, feedback, logs and exports endpoints use. All `null`
- * when the `log` plugin is disabled: those endpoints then answer 503 `GW_LOGS_DISABLED`, and no log
- * store is opened.
+ * The log ports the Admin API's analytics, feedback, logs and exports endpoints use. The token
+ * resolves to `null` when the `log` plugin is disabled: those endpoints then answer 503
+ * `GW_LOGS_DISABLED`, and no log store is opened.
  */
 export interface LogServices {
-  readonly analytics: LogAnalytics | null
-  readonly sink: LogSink | null
-  readonly exports: ExportStore | null
+  readonly analytics: LogAnalytics
+  readonly sink: LogSink
+  readonly exports: ExportStore
 }
-export const LogServices = Symbol.for('gateway:LogServices') as Token<LogServices>
+export const LogServices = Symbol.for('gateway:LogServices') as Token<LogServices | null>

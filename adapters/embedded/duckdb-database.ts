@@ -228,6 +228,22 @@ export class DuckDbDatabase implements Service {
     return session
   }
 
+  /**
+   * Starts the database if needed and opens a session on which `prepare` creates or upgrades the
+   * adapter's tables; the session is closed again when `prepare` fails.
+   */
+  async openPreparedSession(prepare: (session: DuckDbSession) => Promise<void>): Promise<DuckDbSession> {
+    await this.start()
+    const session = await this.openSession()
+    try {
+      await prepare(session)
+    } catch (error) {
+      await session.close()
+      throw error
+    }
+    return session
+  }
+
   async health(): Promise<HealthStatus> {
     if (this.#instance === null) return { ok: false, detail: 'DuckDB database is not open' }
     try {

@@ -25,15 +25,7 @@ export class DuckDbLogAnalytics extends SqlLogAnalytics {
 
   async start(): Promise<void> {
     if (this.#session !== null && !this.#session.closed) return
-    await this.#database.start()
-    const session = await this.#database.openSession()
-    try {
-      await session.transaction((tx) => migrateLogTables(tx))
-    } catch (error) {
-      await session.close()
-      throw error
-    }
-    this.#session = session
+    this.#session = await this.#database.openPreparedSession((session) => session.transaction((tx) => migrateLogTables(tx)))
   }
 
   async close(): Promise<void> {

@@ -253,15 +253,7 @@ export class DuckDbLogSink implements LogSink {
 
   async start(): Promise<void> {
     if (this.#session !== null && !this.#session.closed) return
-    await this.#database.start()
-    const session = await this.#database.openSession()
-    try {
-      await session.transaction((tx) => migrateLogTables(tx))
-    } catch (error) {
-      await session.close()
-      throw error
-    }
-    this.#session = session
+    this.#session = await this.#database.openPreparedSession((session) => session.transaction((tx) => migrateLogTables(tx)))
     await this.#batcher.start(true)
   }
 

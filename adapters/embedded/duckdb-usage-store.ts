@@ -48,16 +48,10 @@ export class DuckDbUsageStore implements UsageStore {
 
   async start(): Promise<void> {
     if (this.#session !== null) return
-    await this.#database.start()
-    const session = await this.#database.openSession()
-    try {
+    this.#session = await this.#database.openPreparedSession(async (session) => {
       await session.run(BUDGET_USAGE_DDL)
       await session.run(BUDGET_RESETS_DDL)
-    } catch (error) {
-      await session.close()
-      throw error
-    }
-    this.#session = session
+    })
   }
 
   async close(): Promise<void> {

@@ -6,16 +6,16 @@
  */
 import type { Principal, RequestContext } from '../../core/context.js'
 import { ERRORS, gatewayError, type GatewayError } from '../../core/errors.js'
-import { GRAPH_NAMES, GROUP_NAMES, type GraphName, type GroupName, type LogAnalytics, type LogFilter } from '../../core/logs.js'
+import type { LogServices } from '../../core/log-exports.js'
+import { GRAPH_NAMES, GROUP_NAMES, type GraphName, type GroupName, type LogFilter } from '../../core/logs.js'
 import { jsonReply, type Reply } from '../../core/plugin.js'
 import { analyticsGroupQuery, analyticsQuery, logScopeOf, METADATA_KEY, parseFilterInput, queryParameters, toLogFilter, type FilterInput } from './log-filters.js'
 import { invalid, type AdminDeps, type AdminRequest, type Handler, type Outcome } from './request.js'
 import { listView } from './views.js'
 
-/** The log store's read side, or the error that says logs are off. */
-export function analyticsOf(deps: AdminDeps): Outcome<LogAnalytics> {
-  const analytics = deps.logs.analytics
-  return analytics === null ? { ok: false, error: gatewayError(ERRORS.GW_LOGS_DISABLED) } : { ok: true, value: analytics }
+/** The log ports, or the error that says logs are off. */
+export function logServicesOf(deps: AdminDeps): Outcome<LogServices> {
+  return deps.logs === null ? { ok: false, error: gatewayError(ERRORS.GW_LOGS_DISABLED) } : { ok: true, value: deps.logs }
 }
 
 /** Query string → validated input and the caller's `LogFilter`. */
@@ -37,19 +37,19 @@ async function filterOf<S extends typeof analyticsQuery | typeof analyticsGroupQ
 
 function graphHandler(name: GraphName): Handler {
   return async ({ ctx, principal, deps }: AdminRequest): Promise<Reply | GatewayError> => {
-    const analytics = analyticsOf(deps)
-    if (!analytics.ok) return analytics.error
+    const logs = logServicesOf(deps)
+    if (!logs.ok) return logs.error
     const parsed = await filterOf(deps, principal, ctx, analyticsQuery)
     if (!parsed.ok) return parsed.error
-    const result = await analytics.value.graph(name, parsed.value.filter)
+    const result = await logs.value.analytics.graph(name, parsed.value.filter)
     return jsonReply(200, { object: 'analytics-graph', summary: result.summary, data_points: result.dataPoints })
   }
 }
 
 function groupHandler(name: GroupName): Handler {
   return async ({ ctx, principal, deps }: AdminRequest): Promise<Reply | GatewayError> => {
-    const analytics = analyticsOf(deps)
-    if (!analytics.ok) return analytics.error
+    const logs = logServicesOf(deps)
+    if (!logs.ok) return logs.error
     let metadataKey: string | undefined
     if (name === 'metadata') {
       metadataKey = ctx.params.metadataKey ?? ''
@@ -60,17 +60,17 @@ function groupHandler(name: GroupName): Handler {
     const { input, filter } = parsed.value
     const page = input.current_page as number
     const pageSize = input.page_size as number
-    const result = await analytics.value.group({ name, page, pageSize, ...(metadataKey === undefined ? {} : { metadataKey }) }, filter)
+    const result = await logs.value.analytics.group({ name, page, pageSize, ...(metadataKey === undefined ? {} : { metadataKey }) }, filter)
     return jsonReply(200, listView(result.total, result.rows.map((row) => ({ ...row, object: 'analytics-group' }))))
   }
 }
 
 async function cacheSummary({ ctx, principal, deps }: AdminRequest): Promise<Reply | GatewayError> {
-  const analytics = analyticsOf(deps)
-  if (!analytics.ok) return analytics.error
+  const logs = logServicesOf(deps)
+  if (!logs.ok) return logs.error
   const parsed = await filterOf(deps, principal, ctx, analyticsQuery)
   if (!parsed.ok) return parsed.error
-  const summary = await analytics.value.cacheSummary(parsed.value.filter)
+  const summary = await logs.value.analytics.cacheSummary(parsed.value.filter)
   return jsonReply(200, {
     object: 'analytics-summary',
     summary: { hits: summary.hits, avg_latency: summary.avgLatency, total_requests: summary.totalRequests, cache_speedup: summary.cacheSpeedup },

@@ -12,10 +12,10 @@ import { randomUUID } from 'node:crypto'
 import { z } from 'zod'
 import type { Principal } from '../../core/context.js'
 import { ERRORS, gatewayError, type GatewayError } from '../../core/errors.js'
-import type { FeedbackRecord, LogAnalytics, LogScope } from '../../core/logs.js'
+import type { LogServices } from '../../core/log-exports.js'
+import type { FeedbackRecord, LogScope } from '../../core/logs.js'
 import { jsonReply, type Reply } from '../../core/plugin.js'
-import type { LogSink } from '../../core/ports.js'
-import { analyticsOf } from './analytics.js'
+import { logServicesOf } from './analytics.js'
 import { METADATA_KEY, TRACE_ID, UUID } from './log-filters.js'
 import { notFound, parseBody, parseOneOrMany, type AdminDeps, type AdminRequest, type Handler, type Outcome } from './request.js'
 
@@ -50,18 +50,6 @@ export const updateFeedbackBody = z
   })
   .strict()
 
-interface LogPorts {
-  readonly analytics: LogAnalytics
-  readonly sink: LogSink
-}
-
-function logPorts(deps: AdminDeps): Outcome<LogPorts> {
-  const analytics = analyticsOf(deps)
-  if (!analytics.ok) return analytics
-  const sink = deps.logs.sink
-  return sink === null ? { ok: false, error: gatewayError(ERRORS.GW_LOGS_DISABLED) } : { ok: true, value: { analytics: analytics.value, sink } }
-}
-
 /** Feedback and log reads cover the caller's workspace (organisation keys: the organisation). */
 export function callerScope(principal: Principal): LogScope {
   return { organisationId: principal.organisationId, workspaceId: principal.workspaceId }
@@ -71,7 +59,7 @@ export function callerScope(principal: Principal): LogScope {
  * Whether every trace id is a request of `scope`; the index of the first unknown one otherwise.
  * Misses cost one sink flush (records written since the last one become visible), then a re-check.
  */
-async function firstUnknownTrace(ports: LogPorts, scope: LogScope, traceIds: readonly string[]): Promise<number> {
+async function firstUnknownTrace(ports: LogServices, scope: LogScope, traceIds: readonly string[]): Promise<number> {
   const known = new Map<string, boolean>()
   let flushed = false
   for (let index = 0; index < traceIds.length; index++) {
@@ -92,7 +80,7 @@ async function firstUnknownTrace(ports: LogPorts, scope: LogScope, traceIds: rea
 }
 
 async function createFeedback({ ctx, principal, deps }: AdminRequest): Promise<Reply | GatewayError> {
-  const ports = logPorts(deps)
+  const ports = logServicesOf(deps)
   if (!ports.ok) return ports.error
   const body = parseOneOrMany(ctx, feedbackItem, feedbackBatch)
   if (!body.ok) return body.error
@@ -118,7 +106,7 @@ async function createFeedback({ ctx, principal, deps }: AdminRequest): Promise<R
 }
 
 async function updateFeedback({ ctx, principal, deps }: AdminRequest): Promise<Reply | GatewayError> {
-  const ports = logPorts(deps)
+  const ports = logServicesOf(deps)
   if (!ports.ok) return ports.error
   const body = parseBody(ctx, updateFeedbackBody)
   if (!body.ok) return body.error

@@ -22,7 +22,7 @@ export const adminApi = definePlugin<AdminApiConfig>({
       registry: deps[3] as ProviderRegistry,
       cipher: deps[4] as SecretCipher,
       budgets: deps[5] as BudgetAccounts,
-      logs: deps[6] as LogServices,
+      logs: deps[6] as LogServices | null,
       logger: deps[7] as Logger,
     }),
 })

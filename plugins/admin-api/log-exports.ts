@@ -21,7 +21,7 @@ import { ERRORS, gatewayError, type GatewayError } from '../../core/errors.js'
 import { EXPORT_FIELDS, type ExportField, type ExportRecord, type ExportStore } from '../../core/log-exports.js'
 import type { LogAnalytics, StoredLog } from '../../core/logs.js'
 import { jsonReply, type Reply } from '../../core/plugin.js'
-import { analyticsOf } from './analytics.js'
+import { logServicesOf } from './analytics.js'
 import { bodyView, centsOf, workspaceSlugOf } from './logs.js'
 import { exportFilterFields, exportFilterValues, logScopeOf, parseFilterInput, toLogFilter, UUID, type FilterInput } from './log-filters.js'
 import { invalid, noteAction, notFound, nowIso, pageOf, parseBody, parseQuery, type AdminDeps, type AdminRequest, type Handler, type Outcome, type PublicHandler, type PublicRequest } from './request.js'
@@ -259,18 +259,6 @@ export class ExportJobs {
 // ---------------------------------------------------------------------------------------------
 // Handlers
 
-interface ExportPorts {
-  readonly analytics: LogAnalytics
-  readonly store: ExportStore
-}
-
-function exportPorts(deps: AdminDeps): Outcome<ExportPorts> {
-  const analytics = analyticsOf(deps)
-  if (!analytics.ok) return analytics
-  const store = deps.logs.exports
-  return store === null ? { ok: false, error: gatewayError(ERRORS.GW_LOGS_DISABLED) } : { ok: true, value: { analytics: analytics.value, store } }
-}
-
 /** The export if the caller may see it: its organisation's, and for workspace keys its workspace's. */
 async function visibleExport(store: ExportStore, principal: Principal, id: string | undefined): Promise<ExportRecord | null> {
   if (id === undefined || !UUID.test(id)) return null
@@ -319,7 +307,7 @@ async function exportTarget(
 }
 
 async function createExport({ ctx, principal, deps }: AdminRequest): Promise<Reply | GatewayError> {
-  const ports = exportPorts(deps)
+  const ports = logServicesOf(deps)
   if (!ports.ok) return ports.error
   const body = parseBody(ctx, createExportBody)
   if (!body.ok) return body.error
@@ -341,13 +329,13 @@ async function createExport({ ctx, principal, deps }: AdminRequest): Promise<Rep
     lastUpdatedAt: now,
     signingKey: newSigningKey(),
   }
-  await ports.value.store.insert(record)
+  await ports.value.exports.insert(record)
   noteAction(ctx, { workspaceId: record.workspaceId, resourceId: record.id })
   return jsonReply(200, { id: record.id, total: record.total, object: 'export' })
 }
 
 async function listExports({ ctx, principal, deps }: AdminRequest): Promise<Reply | GatewayError> {
-  const ports = exportPorts(deps)
+  const ports = logServicesOf(deps)
   if (!ports.ok) return ports.error
   const query = parseQuery(ctx, listExportsQuery)
   if (!query.ok) return query.error
@@ -357,25 +345,25 @@ async function listExports({ ctx, principal, deps }: AdminRequest): Promise<Repl
     if (workspace === null) return notFound('workspace')
     workspaceId = workspace.id
   }
-  const page = await ports.value.store.list(principal.organisationId, workspaceId === undefined ? {} : { workspaceId }, pageOf(query.value.current_page, query.value.page_size))
+  const page = await ports.value.exports.list(principal.organisationId, workspaceId === undefined ? {} : { workspaceId }, pageOf(query.value.current_page, query.value.page_size))
   const data = await Promise.all(page.items.map((record) => exportView(deps, record)))
   return jsonReply(200, listView(page.total, data))
 }
 
 async function getExport({ ctx, principal, deps }: AdminRequest): Promise<Reply | GatewayError> {
-  const ports = exportPorts(deps)
+  const ports = logServicesOf(deps)
   if (!ports.ok) return ports.error
-  const record = await visibleExport(ports.value.store, principal, ctx.params.exportId)
+  const record = await visibleExport(ports.value.exports, principal, ctx.params.exportId)
   if (record === null) return notFound('export')
   return jsonReply(200, await exportView(deps, record))
 }
 
 async function updateExport({ ctx, principal, deps }: AdminRequest): Promise<Reply | GatewayError> {
-  const ports = exportPorts(deps)
+  const ports = logServicesOf(deps)
   if (!ports.ok) return ports.error
   const body = parseBody(ctx, updateExportBody)
   if (!body.ok) return body.error
-  const record = await visibleExport(ports.value.store, principal, ctx.params.exportId)
+  const record = await visibleExport(ports.value.exports, principal, ctx.params.exportId)
   if (record === null) return notFound('export')
   if (record.status === 'in_progress') return conflict('The export is running: cancel it before changing it')
   const input = body.value
@@ -400,43 +388,43 @@ async function updateExport({ ctx, principal, deps }: AdminRequest): Promise<Rep
     error: null,
     lastUpdatedAt: nowIso(deps, record.lastUpdatedAt),
   }
-  if (!(await ports.value.store.update(updated, record.lastUpdatedAt))) return gatewayError(ERRORS.GW_ADMIN_STALE)
+  if (!(await ports.value.exports.update(updated, record.lastUpdatedAt))) return gatewayError(ERRORS.GW_ADMIN_STALE)
   return jsonReply(200, { id: updated.id, total: updated.total, object: 'export' })
 }
 
 function startExport(jobs: ExportJobs): Handler {
   return async ({ ctx, principal, deps }: AdminRequest): Promise<Reply | GatewayError> => {
-    const ports = exportPorts(deps)
+    const ports = logServicesOf(deps)
     if (!ports.ok) return ports.error
-    const record = await visibleExport(ports.value.store, principal, ctx.params.exportId)
+    const record = await visibleExport(ports.value.exports, principal, ctx.params.exportId)
     if (record === null) return notFound('export')
     if (record.status === 'in_progress') return conflict('The export is already running')
     if (jobs.running >= deps.config.maxRunningExports) return conflict('Too many exports are running on this instance: retry when one has ended')
     const started: ExportRecord = { ...record, status: 'in_progress', total: 0, error: null, signingKey: newSigningKey(), lastUpdatedAt: nowIso(deps, record.lastUpdatedAt) }
-    if (!(await ports.value.store.update(started, record.lastUpdatedAt))) return gatewayError(ERRORS.GW_ADMIN_STALE)
-    jobs.run(started, ports.value.analytics, ports.value.store)
+    if (!(await ports.value.exports.update(started, record.lastUpdatedAt))) return gatewayError(ERRORS.GW_ADMIN_STALE)
+    jobs.run(started, ports.value.analytics, ports.value.exports)
     return jsonReply(200, { message: 'export started', object: 'export' })
   }
 }
 
 function cancelExport(jobs: ExportJobs): Handler {
   return async ({ ctx, principal, deps }: AdminRequest): Promise<Reply | GatewayError> => {
-    const ports = exportPorts(deps)
+    const ports = logServicesOf(deps)
     if (!ports.ok) return ports.error
-    const record = await visibleExport(ports.value.store, principal, ctx.params.exportId)
+    const record = await visibleExport(ports.value.exports, principal, ctx.params.exportId)
     if (record === null) return notFound('export')
     if (record.status !== 'in_progress') return conflict(`The export is not running (status ${record.status})`)
     const stopped: ExportRecord = { ...record, status: 'stopped', lastUpdatedAt: nowIso(deps, record.lastUpdatedAt) }
-    if (!(await ports.value.store.update(stopped, record.lastUpdatedAt))) return gatewayError(ERRORS.GW_ADMIN_STALE)
+    if (!(await ports.value.exports.update(stopped, record.lastUpdatedAt))) return gatewayError(ERRORS.GW_ADMIN_STALE)
     jobs.stop(record.id)
     return jsonReply(200, { message: 'export cancelled', object: 'export' })
   }
 }
 
 async function downloadExport({ ctx, principal, deps }: AdminRequest): Promise<Reply | GatewayError> {
-  const ports = exportPorts(deps)
+  const ports = logServicesOf(deps)
   if (!ports.ok) return ports.error
-  const record = await visibleExport(ports.value.store, principal, ctx.params.exportId)
+  const record = await visibleExport(ports.value.exports, principal, ctx.params.exportId)
   if (record === null) return notFound('export')
   if (record.status !== 'success') return conflict(`The export has no file (status ${record.status}): start it and wait for status success`)
   const path = signedPath(record, deps.clock.now() + deps.config.exportLinkTtlMs)
@@ -446,8 +434,9 @@ async function downloadExport({ ctx, principal, deps }: AdminRequest): Promise<R
 const FILE_NOT_FOUND = 'Export file not found, or the link has expired'
 
 async function exportFile({ ctx, deps }: PublicRequest): Promise<Reply | GatewayError> {
-  const store = deps.logs.exports
-  if (store === null) return gatewayError(ERRORS.GW_LOGS_DISABLED)
+  const logs = logServicesOf(deps)
+  if (!logs.ok) return logs.error
+  const store = logs.value.exports
   const query = parseQuery(ctx, exportFileQuery)
   const id = ctx.params.exportId
   if (!query.ok || id === undefined || !UUID.test(id)) return gatewayError(ERRORS.GW_ADMIN_NOT_FOUND, FILE_NOT_FOUND)

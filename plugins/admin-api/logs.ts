@@ -16,7 +16,7 @@ import { maskSecrets } from '../../core/audit.js'
 import { ERRORS, gatewayError, type GatewayError } from '../../core/errors.js'
 import type { LogRecord, StoredLog } from '../../core/logs.js'
 import { jsonReply, type Reply } from '../../core/plugin.js'
-import { analyticsOf } from './analytics.js'
+import { logServicesOf } from './analytics.js'
 import { callerScope } from './feedback.js'
 import { METADATA_KEY, TRACE_ID } from './log-filters.js'
 import { notFound, parseOneOrMany, type AdminDeps, type AdminRequest, type Handler } from './request.js'
@@ -154,8 +154,8 @@ export function customLogRecord(deps: AdminDeps, principal: AdminRequest['princi
 }
 
 async function createLogs({ ctx, principal, deps }: AdminRequest): Promise<Reply | GatewayError> {
-  const sink = deps.logs.sink
-  if (sink === null) return gatewayError(ERRORS.GW_LOGS_DISABLED)
+  const ports = logServicesOf(deps)
+  if (!ports.ok) return ports.error
   // Documented as needing both; the route admits `logs.write`, this adds the other.
   if (!principal.scopes.has('completions.write')) return gatewayError(ERRORS.GW_SCOPE_MISSING, 'Inserting logs needs both logs.write and completions.write')
   const parsed = parseOneOrMany(ctx, customLog, customLogBatch)
@@ -163,7 +163,7 @@ async function createLogs({ ctx, principal, deps }: AdminRequest): Promise<Reply
   const logs = Array.isArray(parsed.value) ? parsed.value : [parsed.value]
   const now = deps.clock.now()
   const records = logs.map((log) => customLogRecord(deps, principal, log, now))
-  for (const record of records) sink.enqueue(record)
+  for (const record of records) ports.value.sink.enqueue(record)
   return jsonReply(200, { success: true, message: records.length === 1 ? 'log saved' : `${records.length} logs saved`, log_ids: records.map((record) => record.id) })
 }
 
@@ -233,15 +233,16 @@ export async function workspaceSlugOf(deps: AdminDeps, organisationId: string, w
 }
 
 async function getLog({ ctx, principal, deps }: AdminRequest): Promise<Reply | GatewayError> {
-  const analytics = analyticsOf(deps)
-  if (!analytics.ok) return analytics.error
+  const logs = logServicesOf(deps)
+  if (!logs.ok) return logs.error
+  const { analytics, sink } = logs.value
   const id = ctx.params.logId ?? ''
   if (!TRACE_ID.test(id)) return notFound('log')
   const scope = callerScope(principal)
-  let log = await analytics.value.findLog(scope, id)
-  if (log === null && deps.logs.sink !== null) {
-    await deps.logs.sink.flush()
-    log = await analytics.value.findLog(scope, id)
+  let log = await analytics.findLog(scope, id)
+  if (log === null) {
+    await sink.flush()
+    log = await analytics.findLog(scope, id)
   }
   if (log === null) return notFound('log')
   return jsonReply(200, logView(log, await workspaceSlugOf(deps, principal.organisationId, log.workspaceId)))

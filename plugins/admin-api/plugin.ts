@@ -10,7 +10,8 @@
  * are stopped by `close()`.
  * Failure policy: validation → 400 AB01 naming the field; unknown or other-workspace resources →
  * 404 AB08 (never revealed); role rules → 403 AB03; uniqueness, dependants and lost races → 409
- * AB07; store errors → 500 AB04 (logged by core).
+ * AB07; admin store errors → 500 AB04 (logged by core); log store errors on the log routes → 503
+ * `GW_LOGS_UNAVAILABLE` (logged here at warn).
  */
 import type { RequestContext } from '../../core/context.js'
 import { ERRORS, gatewayError, isGatewayError, type GatewayError } from '../../core/errors.js'

@@ -25,8 +25,8 @@ export interface AdminDeps {
   /** Budget usage shown with `usage_limits`, and `reset_usage` (untracked when the budget plugin is off). */
   readonly budgets: BudgetAccounts
   readonly config: AdminApiConfig
-  /** Analytics, feedback, custom logs and exports (all `null` while the `log` plugin is disabled). */
-  readonly logs: LogServices
+  /** Analytics, feedback, custom logs and exports (`null` while the `log` plugin is disabled). */
+  readonly logs: LogServices | null
   /** For work that outlives its request (export jobs). */
   readonly logger: Logger
 }
