@@ -208,14 +208,9 @@ export interface BudgetHold {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Cost of a reply
+// Cost of a reply (budget plugin and log plugin)
 
-/**
- * Real cost in nano-USD from prices in USD per million tokens (one token at P USD/1M costs P × 1000
- * nano-USD): uncached prompt tokens at the input price, cached prompt tokens at the cached-input
- * price (else input), reasoning tokens at the reasoning price (else output), the remaining
- * completion tokens at the output price.
- */
+/** Prices are USD per million tokens: one token at P USD/1M costs P × 1000 nano-USD. */
 const COST_NANO_PER_TOKEN_PER_PRICE = 1_000
 
 export interface TokenCounts {
@@ -231,7 +226,12 @@ function tokenCount(value: number | undefined): number {
   return value !== undefined && Number.isFinite(value) && value > 0 ? value : 0
 }
 
-/** The cost of a reply's token usage, in nano-USD (rounded to the nearest integer). */
+/**
+ * The cost of a reply's token usage, in nano-USD (rounded to the nearest integer): uncached prompt
+ * tokens at the input price, cached prompt tokens at the cached-input price (else input),
+ * reasoning tokens at the reasoning price (else output), the remaining completion tokens at the
+ * output price.
+ */
 export function costNanoUsd(price: ModelPrice, usage: TokenCounts): number {
   const prompt = tokenCount(usage.promptTokens)
   const completion = tokenCount(usage.completionTokens)
@@ -243,6 +243,16 @@ export function costNanoUsd(price: ModelPrice, usage: TokenCounts): number {
     (completion - reasoning) * price.output +
     reasoning * (price.reasoning ?? price.output)
   return Math.round(perMillion * COST_NANO_PER_TOKEN_PER_PRICE)
+}
+
+/**
+ * The most a request can cost, in nano-USD (rounded up): the budget's reservation. Every prompt
+ * token at the input price and every possible output token at the higher of the output and
+ * reasoning prices.
+ */
+export function worstCaseNanoUsd(price: ModelPrice, promptTokens: number, maxOutputTokens: number): number {
+  const output = Math.max(price.output, price.reasoning ?? price.output)
+  return Math.ceil((tokenCount(promptTokens) * price.input + tokenCount(maxOutputTokens) * output) * COST_NANO_PER_TOKEN_PER_PRICE)
 }
 
 

@@ -215,8 +215,6 @@ export class RequestContext {
   rateLimitClaim: RateLimitClaim | null = null
   /** The budget reserved before forwarding, settled with the real cost after. written by: budget */
   budgetHold: BudgetHold | null = null
-  /** Cost of the request in USD from the price table (`null` when unknown). written by: budget (onLog) */
-  costUsd: number | null = null
 
   constructor(init: {
     requestId: string

@@ -73,8 +73,6 @@ export interface RateLimitClaim {
   readonly acquires: readonly BucketAcquire[]
   /** The 429 for the first refusing entry of `acquires`. */
   refusal(index: number, retryAfterMs: number): GatewayError
-  /** Token buckets to charge after the reply (as `RateLimitHold`), or `null`. */
-  readonly tokenBuckets: readonly BucketSpec[] | null
 }
 
 /**

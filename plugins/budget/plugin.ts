@@ -3,7 +3,7 @@
  * Phases: onAccess (priority 600), onLog.
  * Reads `ctx.principal.limitSubjects`, `ctx.virtualKey`, `ctx.route`, `ctx.rawBody`/`ctx.body`,
  * `ctx.credential`, and after the reply `ctx.usage`, `ctx.model`, `ctx.target`, `ctx.status`;
- * writes `ctx.budgetHold` (onAccess) and `ctx.costUsd` (after the reply).
+ * writes `ctx.budgetHold` (onAccess).
  * I/O: one ledger call per request before forwarding (Redis: one Lua script, which also checks the
  * rate limits staged by the rate-limit plugin in `ctx.rateLimitClaim`), plus a seeding round
  * trip to the usage store the first time a counter is used after a restart or a Redis flush; after
@@ -20,7 +20,7 @@
  * usage store) cannot be reached. Settling never changes the reply; a failure there is logged.
  */
 import { randomUUID } from 'node:crypto'
-import { hasUsageLimits, NANO_USD_PER_USD, type BudgetHold, type BudgetHoldItem, type PriceTable } from '../../core/budgets.js'
+import { costNanoUsd, hasUsageLimits, worstCaseNanoUsd, type BudgetHold, type BudgetHoldItem, type PriceTable } from '../../core/budgets.js'
 import type { JsonObject, LimitSubject, Principal, RequestContext } from '../../core/context.js'
 import { ERRORS, gatewayError, type GatewayError } from '../../core/errors.js'
 import type { GatewayPlugin } from '../../core/plugin.js'
@@ -28,7 +28,7 @@ import type { AdminStore, Clock, Logger } from '../../core/ports.js'
 import type { RateLimitClaim } from '../../core/rate-limits.js'
 import type { BudgetBook } from './book.js'
 import type { BudgetConfig } from './config.js'
-import { costNanoUsd, formatAmount, fromCounterUnit, toCounterUnit, worstCaseNanoUsd } from './cost.js'
+import { formatAmount, fromCounterUnit, toCounterUnit } from './cost.js'
 import { estimateRequest, type RequestEstimate } from './estimate.js'
 
 export interface BudgetPluginDeps {
@@ -124,7 +124,7 @@ export class BudgetPlugin implements GatewayPlugin {
   }
 
   onLog(ctx: RequestContext): void {
-    if (ctx.budgetHold === null && ctx.target === null) return
+    if (ctx.budgetHold === null) return
     // forward fills ctx.usage in its own onLog, which runs after this one (lower priority); every
     // onLog hook runs synchronously, so a microtask sees what they wrote.
     queueMicrotask(() => {
@@ -149,6 +149,8 @@ export class BudgetPlugin implements GatewayPlugin {
   }
 
   #afterReply(ctx: RequestContext): void {
+    const hold = ctx.budgetHold
+    if (hold === null) return
     const usage = ctx.usage
     const target = ctx.target
     let cost: number | null = null
@@ -156,13 +158,8 @@ export class BudgetPlugin implements GatewayPlugin {
       const model = ctx.model ?? modelOf(ctx.body)
       const price = model === null ? null : this.#prices.find(target.provider, model)
       if (price === null) this.#countUnpriced(target.provider, model)
-      else {
-        cost = costNanoUsd(price, usage)
-        ctx.costUsd = cost / NANO_USD_PER_USD
-      }
+      else cost = costNanoUsd(price, usage)
     }
-    const hold = ctx.budgetHold
-    if (hold === null) return
     const answered = target !== null && ctx.status >= 200 && ctx.status < 300
     const actuals = hold.items.map((item) => {
       if (!answered) return 0

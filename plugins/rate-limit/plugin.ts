@@ -111,7 +111,6 @@ export class RateLimitPlugin implements GatewayPlugin {
     if (this.#rideWithBudget && principal.workspaceId !== null && hasUsageLimits(ctx)) {
       ctx.rateLimitClaim = {
         acquires: requests,
-        tokenBuckets,
         refusal: (index, retryAfterMs) => this.#refuse(rules[index] as CompiledRule, estimate, retryAfterMs),
       }
       if (tokenBuckets !== null) ctx.rateLimitHold = { tokenBuckets }
