@@ -1,7 +1,9 @@
 /**
  * A throwaway three-node Redis Cluster on loopback: three `redis-server --cluster-enabled yes`
  * processes (no replicas, persistence off) in fresh temp directories, joined with
- * `redis-cli --cluster create`, ready once every node reports `cluster_state:ok`. `stop()` kills
+ * `redis-cli --cluster create`, ready once every node reports `cluster_state:ok`. Each node's
+ * cluster bus port is picked free too (the default, port + 10000, may be anyone's ephemeral
+ * port), and a start that loses a port race is retried on fresh ports. `stop()` kills
  * them and removes the directories; if the test process dies first, a detached watchdog does.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
@@ -9,7 +11,7 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { connect } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { ensureServiceBinaries, findBinary, freePorts } from './services.js'
+import { ensureServiceBinaries, findBinary, freePorts, withRetries } from './services.js'
 
 export interface RedisClusterService {
   readonly ports: readonly number[]
@@ -78,7 +80,13 @@ export async function startRedisCluster(): Promise<RedisClusterService> {
   const server = findBinary('redis-server')
   const cli = findBinary('redis-cli')
   if (server === undefined || cli === undefined) throw new Error('redis-server and redis-cli are needed (Debian package redis-server / redis-tools)')
-  const ports = await freePorts(NODES)
+  return withRetries('redis cluster', () => startOnce(server, cli))
+}
+
+async function startOnce(server: string, cli: string): Promise<RedisClusterService> {
+  const picked = await freePorts(NODES * 2)
+  const ports = picked.slice(0, NODES)
+  const busPorts = picked.slice(NODES)
   const nodes: Array<{ child: ChildProcess; dir: string; guard: ChildProcess | undefined; output: () => string }> = []
 
   const stop = async (): Promise<void> => {
@@ -102,7 +110,7 @@ export async function startRedisCluster(): Promise<RedisClusterService> {
   }
 
   try {
-    for (const port of ports) {
+    for (const [index, port] of ports.entries()) {
       const dir = await mkdtemp(join(tmpdir(), 'gw-test-redis-cluster-'))
       const child = spawn(
         server,
@@ -110,6 +118,7 @@ export async function startRedisCluster(): Promise<RedisClusterService> {
           '--port', String(port),
           '--bind', '127.0.0.1',
           '--cluster-enabled', 'yes',
+          '--cluster-port', String(busPorts[index]),
           '--cluster-config-file', join(dir, 'nodes.conf'),
           '--cluster-node-timeout', '5000',
           '--save', '',

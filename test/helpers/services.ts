@@ -279,7 +279,7 @@ async function httpPing(url: string): Promise<boolean> {
 }
 
 // A lost race for a "free" port shows up as the server exiting at startup; another port usually works.
-async function withRetries<T>(name: string, attempt: () => Promise<T>): Promise<T> {
+export async function withRetries<T>(name: string, attempt: () => Promise<T>): Promise<T> {
   let lastError: unknown
   for (let i = 0; i < START_ATTEMPTS; i++) {
     try {
