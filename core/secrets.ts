@@ -2,7 +2,7 @@
  * The API key secret format, shared by whoever issues keys (Admin API, bootstrap) and whoever checks
  * them (auth): secrets are random, stored only as a hex SHA-256 hash, and shown masked on reads.
  */
-import { createHash, randomBytes, randomUUID } from 'node:crypto'
+import { hash, randomBytes, randomUUID } from 'node:crypto'
 import type { ApiKeyRecord } from './admin-records.js'
 
 /** A new API key secret: `gw-` and 32 random bytes in base64url. */
@@ -10,9 +10,9 @@ export function newApiKeySecret(): string {
   return `gw-${randomBytes(32).toString('base64url')}`
 }
 
-/** The stored form of a secret: hex SHA-256. */
+/** The stored form of a secret: hex SHA-256 (auth hashes every request's key: the one-shot `hash` is about 3× faster than `createHash`). */
 export function hashSecret(secret: string): string {
-  return createHash('sha256').update(secret).digest('hex')
+  return hash('sha256', secret, 'hex')
 }
 
 /** Display form: the first 2 characters, `********`, the last 3 (a leading `Bearer ` is dropped). */
