@@ -85,7 +85,7 @@ function metricsRegistry(wiring: Wiring, server: () => HttpServer | null): Regis
 
 export async function startGateway(options: StartOptions = {}): Promise<GatewayHandle> {
   const loaded = loadConfig(options.env ?? process.env, options.overlay)
-  const wiring = wire(loaded)
+  const wiring = await wire(loaded)
   const { config } = loaded
   const logger = wiring.logger
 

@@ -39,6 +39,17 @@ export const gatewayConfigSchema = z
         journalMaxBytes: z.number().int().min(1),
       })
       .strict(),
+    embedded: z
+      .object({
+        /**
+         * Memory the embedded DuckDB file (admin store, usage, logs) may keep, in MiB; raise it for
+         * analytics over many logs. Not below 128: each log batch insert needs 32 MiB for DuckDB's
+         * JSON reader on top of the rows appended since the last checkpoint (at 64 MiB inserts
+         * failed under bench load and every record went to the journal).
+         */
+        memoryLimitMb: z.number().int().min(128),
+      })
+      .strict(),
     plugins: z.record(z.string(), pluginSettings),
   })
   .strict()

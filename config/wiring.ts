@@ -11,13 +11,14 @@
  * and budget ledger (else in process), `CLICKHOUSE_URL` → ClickHouse log sink and log analytics (else the DuckDB file;
  * either journals under `<dataDir>/log-journal/` while its store is unreachable).
  * Service names carry the technology where there is a choice, so `/readyz` shows which adapter runs.
+ * The MongoDB, Redis and ClickHouse adapters are imported only when their URL is set: each pulls
+ * in its driver, and the three together cost about 30 MB of memory that a gateway on the embedded
+ * defaults would carry for nothing.
  */
 import 'reflect-metadata'
 import { join } from 'node:path'
 import { pino } from 'pino'
 import { container as rootContainer, instanceCachingFactory, type DependencyContainer } from 'tsyringe'
-import { ClickHouseLogAnalytics } from '../adapters/clickhouse/clickhouse-log-analytics.js'
-import { ClickHouseLogSink } from '../adapters/clickhouse/clickhouse-log-sink.js'
 import { AesGcmSecretCipher } from '../adapters/crypto/aes-gcm-secret-cipher.js'
 import { MasterKeyError, resolveMasterKey } from '../adapters/crypto/master-key.js'
 import { DuckDbAdminStore } from '../adapters/embedded/duckdb-admin-store.js'
@@ -29,14 +30,9 @@ import { FileExportStore } from '../adapters/embedded/file-export-store.js'
 import { InProcessBudgetLedger } from '../adapters/memory/in-process-budget-ledger.js'
 import { InProcessChangeNotifier } from '../adapters/memory/in-process-change-notifier.js'
 import { InProcessRateLimiter } from '../adapters/memory/in-process-rate-limiter.js'
-import { MongoAdminStore } from '../adapters/mongo/mongo-admin-store.js'
-import { MongoUsageStore } from '../adapters/mongo/mongo-usage-store.js'
 import { connectAddressPolicy, parseAllowList } from '../adapters/providers/custom-host-policy.js'
 import { TableProviderRegistry } from '../adapters/providers/provider-registry.js'
 import { UndiciUpstreamClient } from '../adapters/providers/upstream-client.js'
-import { RedisBudgetLedger } from '../adapters/redis/redis-budget-ledger.js'
-import { RedisChangeNotifier } from '../adapters/redis/redis-change-notifier.js'
-import { RedisRateLimiter } from '../adapters/redis/redis-rate-limiter.js'
 import { BudgetAccounts, BudgetLedger, PriceTable, UNTRACKED_BUDGETS, UsageStore } from '../core/budgets.js'
 import { ExportStore, LogServices } from '../core/log-exports.js'
 import { LogAnalytics } from '../core/logs.js'
@@ -95,8 +91,38 @@ function isService(value: unknown): value is Service {
   )
 }
 
-export function wire(loaded: LoadedConfig): Wiring {
+/** The adapters of the drivers the environment names, each `null` when its URL is not set. */
+async function loadOptionalAdapters(environment: LoadedConfig['environment']) {
+  const [mongo, redis, clickhouse] = await Promise.all([
+    environment.mongodbUri === null
+      ? null
+      : Promise.all([import('../adapters/mongo/mongo-admin-store.js'), import('../adapters/mongo/mongo-usage-store.js')]).then(([admin, usage]) => ({
+          MongoAdminStore: admin.MongoAdminStore,
+          MongoUsageStore: usage.MongoUsageStore,
+        })),
+    environment.redisUrl === null
+      ? null
+      : Promise.all([
+          import('../adapters/redis/redis-budget-ledger.js'),
+          import('../adapters/redis/redis-change-notifier.js'),
+          import('../adapters/redis/redis-rate-limiter.js'),
+        ]).then(([ledger, notifier, limiter]) => ({
+          RedisBudgetLedger: ledger.RedisBudgetLedger,
+          RedisChangeNotifier: notifier.RedisChangeNotifier,
+          RedisRateLimiter: limiter.RedisRateLimiter,
+        })),
+    environment.clickhouse === null
+      ? null
+      : Promise.all([import('../adapters/clickhouse/clickhouse-log-analytics.js'), import('../adapters/clickhouse/clickhouse-log-sink.js')]).then(
+          ([analytics, sink]) => ({ ClickHouseLogAnalytics: analytics.ClickHouseLogAnalytics, ClickHouseLogSink: sink.ClickHouseLogSink }),
+        ),
+  ])
+  return { mongo, redis, clickhouse }
+}
+
+export async function wire(loaded: LoadedConfig): Promise<Wiring> {
   const { config, environment } = loaded
+  const { mongo, redis, clickhouse: clickhouseAdapters } = await loadOptionalAdapters(environment)
   const resolution = resolvePlugins(PLUGIN_CATALOGUE, config.plugins)
   const logger = pino({ level: environment.logLevel, base: undefined })
   const container: DependencyContainer = rootContainer.createChildContainer()
@@ -115,25 +141,28 @@ export function wire(loaded: LoadedConfig): Wiring {
   container.register(Logger, { useValue: logger })
   container.register(Clock, { useValue: { now: () => Date.now() } })
   container.register(DATABASE, {
-    useFactory: serviceFactory('embedded-database', () => new DuckDbDatabase({ path: join(environment.dataDir, 'gateway.duckdb') })),
+    useFactory: serviceFactory('embedded-database', () => new DuckDbDatabase({ path: join(environment.dataDir, 'gateway.duckdb'), memoryLimit: `${config.embedded.memoryLimitMb}MB` })),
   })
   const { mongodbUri, redisUrl } = environment
+  // The URL and its adapters are set together (loadOptionalAdapters); pairing them keeps that visible to the compiler.
+  const mongoDb = mongodbUri === null || mongo === null ? null : { uri: mongodbUri, ...mongo }
+  const redisDb = redisUrl === null || redis === null ? null : { url: redisUrl, ...redis }
   // Service names tell /readyz which adapter runs. The embedded admin store keeps the plain
   // 'admin-store' name: it sits next to 'embedded-database', and test/e2e/lifecycle.test.ts checks it.
-  if (mongodbUri !== null) {
-    container.register(AdminStore, { useFactory: serviceFactory('mongo-admin-store', () => new MongoAdminStore({ uri: mongodbUri })) })
+  if (mongoDb !== null) {
+    container.register(AdminStore, { useFactory: serviceFactory('mongo-admin-store', () => new mongoDb.MongoAdminStore({ uri: mongoDb.uri })) })
   } else {
     container.register(AdminStore, {
       useFactory: serviceFactory('admin-store', (c) => new DuckDbAdminStore(c.resolve<DuckDbDatabase>(DATABASE))),
     })
   }
-  const clickhouse = environment.clickhouse
+  const clickhouse = environment.clickhouse === null || clickhouseAdapters === null ? null : { ...environment.clickhouse, ...clickhouseAdapters }
   if (clickhouse !== null) {
     container.register(LogSink, {
       useFactory: serviceFactory(
         'clickhouse-log-sink',
         () =>
-          new ClickHouseLogSink({
+          new clickhouse.ClickHouseLogSink({
             ...config.logSink,
             url: clickhouse.url,
             database: clickhouse.database,
@@ -151,25 +180,25 @@ export function wire(loaded: LoadedConfig): Wiring {
   // the embedded file.
   if (clickhouse !== null) {
     container.register(LogAnalytics, {
-      useFactory: serviceFactory('clickhouse-log-analytics', () => new ClickHouseLogAnalytics({ url: clickhouse.url, database: clickhouse.database })),
+      useFactory: serviceFactory('clickhouse-log-analytics', () => new clickhouse.ClickHouseLogAnalytics({ url: clickhouse.url, database: clickhouse.database })),
     })
   } else {
     container.register(LogAnalytics, {
       useFactory: serviceFactory('log-analytics', (c) => new DuckDbLogAnalytics(c.resolve<DuckDbDatabase>(DATABASE))),
     })
   }
-  if (redisUrl !== null) {
+  if (redisDb !== null) {
     container.register(ChangeNotifier, {
-      useFactory: serviceFactory('redis-change-notifier', () => new RedisChangeNotifier({ url: redisUrl, logger })),
+      useFactory: serviceFactory('redis-change-notifier', () => new redisDb.RedisChangeNotifier({ url: redisDb.url, logger })),
     })
   } else {
     container.register(ChangeNotifier, {
       useFactory: serviceFactory('in-process-change-notifier', () => new InProcessChangeNotifier({ logger })),
     })
   }
-  if (redisUrl !== null) {
+  if (redisDb !== null) {
     container.register(RateLimiter, {
-      useFactory: serviceFactory('redis-rate-limiter', () => new RedisRateLimiter({ url: redisUrl })),
+      useFactory: serviceFactory('redis-rate-limiter', () => new redisDb.RedisRateLimiter({ url: redisDb.url })),
     })
   } else {
     container.register(RateLimiter, { useFactory: serviceFactory('in-process-rate-limiter', () => new InProcessRateLimiter()) })
@@ -203,14 +232,14 @@ export function wire(loaded: LoadedConfig): Wiring {
     const budgetConfig = budgetPlugin.config as BudgetConfig
     container.register(BudgetLedger, {
       useFactory:
-        redisUrl !== null
-          ? serviceFactory<BudgetLedger>('redis-budget-ledger', () => new RedisBudgetLedger({ url: redisUrl, leaseMs: budgetConfig.reservationLeaseMs }))
+        redisDb !== null
+          ? serviceFactory<BudgetLedger>('redis-budget-ledger', () => new redisDb.RedisBudgetLedger({ url: redisDb.url, leaseMs: budgetConfig.reservationLeaseMs }))
           : serviceFactory<BudgetLedger>('in-process-budget-ledger', () => new InProcessBudgetLedger()),
     })
     container.register(UsageStore, {
       useFactory:
-        mongodbUri !== null
-          ? serviceFactory<UsageStore>('mongo-usage-store', () => new MongoUsageStore({ uri: mongodbUri }))
+        mongoDb !== null
+          ? serviceFactory<UsageStore>('mongo-usage-store', () => new mongoDb.MongoUsageStore({ uri: mongoDb.uri }))
           : serviceFactory<UsageStore>('embedded-usage-store', (c) => new DuckDbUsageStore(c.resolve<DuckDbDatabase>(DATABASE))),
     })
     container.register(BudgetAccounts, {

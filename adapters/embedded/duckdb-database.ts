@@ -28,7 +28,8 @@ export interface DuckDbDatabaseOptions {
   /**
    * DuckDB settings for the embedded file. Defaults keep it a small tenant of the gateway process:
    * its default buffer pool is 80% of RAM and one thread per core, which competes with the request
-   * path for CPU and grew the bench's resident memory past 400 MB.
+   * path for CPU and grew the bench's resident memory past 400 MB. The log sink's batch inserts need
+   * about 128MB (see `embedded.memoryLimitMb` in config/schema.ts).
    */
   readonly memoryLimit?: string
   readonly threads?: number

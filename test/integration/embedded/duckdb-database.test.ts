@@ -109,6 +109,17 @@ describe('DuckDbDatabase', () => {
     expect(await count(again)).toBe(1)
   })
 
+  it('applies its memory limit and keeps to one thread', async () => {
+    const database = new DuckDbDatabase({ path: ':memory:', memoryLimit: '48MB' })
+    databases.push(database)
+    await database.start()
+    const session = await database.openSession()
+    const [row] = await session.query("SELECT current_setting('memory_limit') AS memory, current_setting('threads') AS threads")
+    // DuckDB reports the limit in its own units (48MB = 45.7 MiB).
+    expect(String(row?.memory)).toMatch(/^45\.\d MiB$/)
+    expect(Number(row?.threads)).toBe(1)
+  })
+
   it('refuses sessions before start', async () => {
     const database = new DuckDbDatabase({ path: ':memory:' })
     await expect(database.openSession()).rejects.toThrow(/not started/)

@@ -28,6 +28,7 @@ describe('loadConfig', () => {
     expect(Object.keys(config.plugins).sort()).toEqual(['admin-api', 'audit', 'auth', 'budget', 'forward', 'log', 'rate-limit', 'scope-check', 'virtual-key'])
     expect(environment.dataDir).toBe('./data')
     expect(environment.allowedCustomHosts).toEqual([])
+    expect(config.embedded.memoryLimitMb).toBe(128)
   })
 
   it('applies the GATEWAY_CONFIG overlay, then the environment', () => {
@@ -56,6 +57,7 @@ describe('loadConfig', () => {
     expect(configError(() => loadConfig({ GATEWAY_CONFIG: overlayFile('{oops') })).key).toBe('GATEWAY_CONFIG')
     expect(configError(() => loadConfig({}, { server: { port: 'x' } })).key).toBe('server.port')
     expect(configError(() => loadConfig({}, { sever: {} })).message).toContain('sever')
+    expect(configError(() => loadConfig({}, { embedded: { memoryLimitMb: 64 } })).key).toBe('embedded.memoryLimitMb')
     expect(configError(() => loadConfig({ GATEWAY_BOOTSTRAP_ADMIN_KEY: 'short' })).key).toBe('GATEWAY_BOOTSTRAP_ADMIN_KEY')
   })
 
