@@ -34,7 +34,10 @@ const options = {
   nodeFlags: process.env.BENCH_NODE_FLAGS ?? '--max-semi-space-size=64',
   scenarios: (process.env.BENCH_SCENARIOS ?? '').split(',').map((s) => s.trim()).filter((s) => s !== ''),
   forceNodeDriver: process.env.BENCH_CLOSED_DRIVER === 'node',
-  modes: (process.env.BENCH_MODES ?? 'json,stream').split(',').map((s) => s.trim()).filter((s) => s !== '')
+  modes: (process.env.BENCH_MODES ?? 'json,stream').split(',').map((s) => s.trim()).filter((s) => s !== ''),
+  // Paired req/s ratios: bare and gateway alternate in short closed-loop slices (0 rounds: off).
+  pairedRounds: envNumber('BENCH_PAIRED_ROUNDS', 5),
+  pairedSliceS: envNumber('BENCH_PAIRED_SLICE_S', 3)
 }
 
 const nodeFlags = options.nodeFlags.split(' ').filter((f) => f !== '')
@@ -135,6 +138,15 @@ type Comparison = {
 }
 
 // `null` figures against `gateway-full` when that scenario was not run (or skipped).
+/** Gateway req/s over the bare forwarder's, measured in alternating slices so the VM's drift hits both alike. */
+type PairedComparison = {
+  scenario: ScenarioName
+  mode: Mode
+  ratios: number[]
+  median: number | null
+  target: boolean | null
+}
+
 type LimitsComparison = {
   mode: Mode
   rpsRatioToFull: number | null
@@ -854,6 +866,49 @@ const startLogStore = async (selected: readonly ScenarioName[]): Promise<{ url: 
   }
 }
 
+const median = (values: readonly number[]): number | null => {
+  if (values.length === 0) return null
+  const sorted = [...values].sort((a, b) => a - b)
+  const mid = sorted.length >> 1
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
+}
+
+/**
+ * The req/s ratio to the bare forwarder with both servers up at once, measured in alternating
+ * closed-loop slices (bare first in even rounds, gateway first in odd ones). On a shared VM whose
+ * speed drifts by tens of percent over minutes, scenarios measured minutes apart are not comparable;
+ * slices seconds apart are. One ratio per round; the table shows their median and range.
+ */
+const pairedRatios = async (bare: Server, gateway: Server, scenario: ScenarioName, mode: Mode, mockOrigin: string): Promise<PairedComparison> => {
+  const specs = { bare: requestSpec(bare, mockOrigin, mode), gateway: requestSpec(gateway, mockOrigin, mode) }
+  const runClosedLoop = findWrk() !== null && !options.forceNodeDriver ? runWrk : runNodeClosedLoop
+  const slice = async (spec: RequestSpec): Promise<number> =>
+    (await runClosedLoop(spec, { connections: options.connections, durationS: options.pairedSliceS, warmupS: 1, threads: options.wrkThreads })).rps
+  const ratios: number[] = []
+  for (let round = 0; round < options.pairedRounds; round++) {
+    let bareRps: number
+    let gatewayRps: number
+    if (round % 2 === 0) {
+      bareRps = await slice(specs.bare)
+      gatewayRps = await slice(specs.gateway)
+    } else {
+      gatewayRps = await slice(specs.gateway)
+      bareRps = await slice(specs.bare)
+    }
+    if (bareRps > 0) ratios.push(gatewayRps / bareRps)
+  }
+  const mid = median(ratios)
+  return { scenario, mode, ratios, median: mid, target: mid === null ? null : mid >= 0.7 }
+}
+
+const pairedTable = (rows: PairedComparison[]): string => {
+  const header = ['paired vs bare', 'mode', 'rounds', 'rps ratio median (>=0.70)', 'min', 'max']
+  return table(header, rows.map((r) => [
+    r.scenario, r.mode, String(r.ratios.length), `${fmt(r.median)}${mark(r.target)}`,
+    fmt(r.ratios.length === 0 ? null : Math.min(...r.ratios)), fmt(r.ratios.length === 0 ? null : Math.max(...r.ratios))
+  ]))
+}
+
 const main = async (): Promise<void> => {
   const startedAt = new Date()
   const selected = options.scenarios.length === 0
@@ -909,6 +964,29 @@ const main = async (): Promise<void> => {
       await server.stop()
     }
   }
+  const paired: PairedComparison[] = []
+  const pairedScenarios = selected.filter((s) => s.startsWith('gateway-') && results.some((r) => r.scenario === s && r.skipped === null))
+  if (options.pairedRounds > 0 && selected.includes('bare') && pairedScenarios.length > 0) {
+    log(`bench: paired req/s ratios, ${options.pairedRounds} rounds of ${options.pairedSliceS}s slices (+1s warm-up each), bare and gateway alternating`)
+    const bareChild = await spawnWithReadyLine(join(distBench, 'bare-forwarder.js'), { PORT: '0', UPSTREAM: mockOrigin })
+    const bare: Server = { origin: `http://127.0.0.1:${bareChild.port}`, logStore: null, pid: bareChild.child.pid!, apiKey: null, virtualKey: null, redis: null, stop: () => stopChild(bareChild.child) }
+    try {
+      for (const scenario of pairedScenarios) {
+        const gateway = await startGateway(mockOrigin, gatewayKinds[scenario]!, clickHouse?.url ?? null)
+        try {
+          for (const mode of modes) {
+            const row = await pairedRatios(bare, gateway, scenario, mode, mockOrigin)
+            log(`  ${scenario}/${mode}: paired ratios ${row.ratios.map((r) => fmt(r)).join(' ')}`)
+            paired.push(row)
+          }
+        } finally {
+          await gateway.stop()
+        }
+      }
+    } finally {
+      await bare.stop()
+    }
+  }
   await stopChild(mock.child)
   await clickHouse?.stop()
 
@@ -949,6 +1027,10 @@ const main = async (): Promise<void> => {
     process.stdout.write(`redis calls/req = EVAL/EVALSHA calls / requests of the measured open loop (all limits of a request, before and after the reply); the closed-loop figure is off by the ${options.connections} requests in flight at each edge\n`)
   }
   if (loggingComparisons.length > 0) process.stdout.write(`\n${loggingTable(loggingComparisons, results)}\n`)
+  if (paired.length > 0) {
+    process.stdout.write(`\n${pairedTable(paired)}\n`)
+    process.stdout.write(`paired = bare forwarder and gateway measured in alternating ${options.pairedSliceS}s slices at ${options.connections} connections, both running; one ratio per round\n`)
+  }
   process.stdout.write('\nerrors = closed-loop/open-loop; latencies at the fixed rate and TTFB are from the scheduled send time\n')
 
   const report = {
@@ -969,7 +1051,8 @@ const main = async (): Promise<void> => {
     results,
     comparisons,
     limitsComparisons,
-    loggingComparisons
+    loggingComparisons,
+    pairedComparisons: paired
   }
   mkdirSync(resultsDir, { recursive: true })
   const file = join(resultsDir, `${startedAt.toISOString().replace(/:/g, '-')}.json`)
