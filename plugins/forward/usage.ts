@@ -17,22 +17,34 @@ export function extractUsage(tail: Buffer): Usage | null {
   return null
 }
 
-/** The JSON object that follows `"usage"` and a colon, or `null`. */
+const SPACE = 0x20
+const TAB = 0x09
+const NEWLINE = 0x0a
+const COLON = 0x3a
+const QUOTE = 0x22
+const BACKSLASH = 0x5c
+const OPEN = 0x7b
+const CLOSE = 0x7d
+
+/**
+ * The JSON object that follows `"usage"` and a colon, or `null`. Runs on every logged reply, so it
+ * scans char codes (indexing a string allocates a one-character string per step).
+ */
 function objectAfter(text: string, from: number): Record<string, unknown> | null {
   let i = from
-  while (i < text.length && (text[i] === ' ' || text[i] === ':' || text[i] === '\n' || text[i] === '\t')) i++
-  if (text[i] !== '{') return null
+  for (let c = text.charCodeAt(i); c === SPACE || c === COLON || c === NEWLINE || c === TAB; c = text.charCodeAt(++i));
+  if (text.charCodeAt(i) !== OPEN) return null
   const start = i
   let depth = 0
   let inString = false
   for (; i < text.length; i++) {
-    const c = text[i]
+    const c = text.charCodeAt(i)
     if (inString) {
-      if (c === '\\') i++
-      else if (c === '"') inString = false
-    } else if (c === '"') inString = true
-    else if (c === '{') depth++
-    else if (c === '}' && --depth === 0) {
+      if (c === BACKSLASH) i++
+      else if (c === QUOTE) inString = false
+    } else if (c === QUOTE) inString = true
+    else if (c === OPEN) depth++
+    else if (c === CLOSE && --depth === 0) {
       try {
         const parsed: unknown = JSON.parse(text.slice(start, i + 1))
         return parsed !== null && typeof parsed === 'object' ? (parsed as Record<string, unknown>) : null
