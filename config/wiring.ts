@@ -91,38 +91,43 @@ function isService(value: unknown): value is Service {
   )
 }
 
-/** The adapters of the drivers the environment names, each `null` when its URL is not set. */
-async function loadOptionalAdapters(environment: LoadedConfig['environment']) {
-  const [mongo, redis, clickhouse] = await Promise.all([
-    environment.mongodbUri === null
+/**
+ * The stores the environment names, each with its URL and its adapter classes (imported here, so
+ * only then is the driver loaded); `null` when its URL is not set.
+ */
+async function loadOptionalStores({ mongodbUri, redisUrl, clickhouse }: LoadedConfig['environment']) {
+  const [mongo, redis, clickhouseStore] = await Promise.all([
+    mongodbUri === null
       ? null
       : Promise.all([import('../adapters/mongo/mongo-admin-store.js'), import('../adapters/mongo/mongo-usage-store.js')]).then(([admin, usage]) => ({
+          uri: mongodbUri,
           MongoAdminStore: admin.MongoAdminStore,
           MongoUsageStore: usage.MongoUsageStore,
         })),
-    environment.redisUrl === null
+    redisUrl === null
       ? null
       : Promise.all([
           import('../adapters/redis/redis-budget-ledger.js'),
           import('../adapters/redis/redis-change-notifier.js'),
           import('../adapters/redis/redis-rate-limiter.js'),
         ]).then(([ledger, notifier, limiter]) => ({
+          url: redisUrl,
           RedisBudgetLedger: ledger.RedisBudgetLedger,
           RedisChangeNotifier: notifier.RedisChangeNotifier,
           RedisRateLimiter: limiter.RedisRateLimiter,
         })),
-    environment.clickhouse === null
+    clickhouse === null
       ? null
       : Promise.all([import('../adapters/clickhouse/clickhouse-log-analytics.js'), import('../adapters/clickhouse/clickhouse-log-sink.js')]).then(
-          ([analytics, sink]) => ({ ClickHouseLogAnalytics: analytics.ClickHouseLogAnalytics, ClickHouseLogSink: sink.ClickHouseLogSink }),
+          ([analytics, sink]) => ({ ...clickhouse, ClickHouseLogAnalytics: analytics.ClickHouseLogAnalytics, ClickHouseLogSink: sink.ClickHouseLogSink }),
         ),
   ])
-  return { mongo, redis, clickhouse }
+  return { mongo, redis, clickhouse: clickhouseStore }
 }
 
 export async function wire(loaded: LoadedConfig): Promise<Wiring> {
   const { config, environment } = loaded
-  const { mongo, redis, clickhouse: clickhouseAdapters } = await loadOptionalAdapters(environment)
+  const { mongo, redis, clickhouse } = await loadOptionalStores(environment)
   const resolution = resolvePlugins(PLUGIN_CATALOGUE, config.plugins)
   const logger = pino({ level: environment.logLevel, base: undefined })
   const container: DependencyContainer = rootContainer.createChildContainer()
@@ -143,20 +148,15 @@ export async function wire(loaded: LoadedConfig): Promise<Wiring> {
   container.register(DATABASE, {
     useFactory: serviceFactory('embedded-database', () => new DuckDbDatabase({ path: join(environment.dataDir, 'gateway.duckdb'), memoryLimit: `${config.embedded.memoryLimitMb}MB` })),
   })
-  const { mongodbUri, redisUrl } = environment
-  // The URL and its adapters are set together (loadOptionalAdapters); pairing them keeps that visible to the compiler.
-  const mongoDb = mongodbUri === null || mongo === null ? null : { uri: mongodbUri, ...mongo }
-  const redisDb = redisUrl === null || redis === null ? null : { url: redisUrl, ...redis }
   // Service names tell /readyz which adapter runs. The embedded admin store keeps the plain
   // 'admin-store' name: it sits next to 'embedded-database', and test/e2e/lifecycle.test.ts checks it.
-  if (mongoDb !== null) {
-    container.register(AdminStore, { useFactory: serviceFactory('mongo-admin-store', () => new mongoDb.MongoAdminStore({ uri: mongoDb.uri })) })
+  if (mongo !== null) {
+    container.register(AdminStore, { useFactory: serviceFactory('mongo-admin-store', () => new mongo.MongoAdminStore({ uri: mongo.uri })) })
   } else {
     container.register(AdminStore, {
       useFactory: serviceFactory('admin-store', (c) => new DuckDbAdminStore(c.resolve<DuckDbDatabase>(DATABASE))),
     })
   }
-  const clickhouse = environment.clickhouse === null || clickhouseAdapters === null ? null : { ...environment.clickhouse, ...clickhouseAdapters }
   if (clickhouse !== null) {
     container.register(LogSink, {
       useFactory: serviceFactory(
@@ -187,18 +187,18 @@ export async function wire(loaded: LoadedConfig): Promise<Wiring> {
       useFactory: serviceFactory('log-analytics', (c) => new DuckDbLogAnalytics(c.resolve<DuckDbDatabase>(DATABASE))),
     })
   }
-  if (redisDb !== null) {
+  if (redis !== null) {
     container.register(ChangeNotifier, {
-      useFactory: serviceFactory('redis-change-notifier', () => new redisDb.RedisChangeNotifier({ url: redisDb.url, logger })),
+      useFactory: serviceFactory('redis-change-notifier', () => new redis.RedisChangeNotifier({ url: redis.url, logger })),
     })
   } else {
     container.register(ChangeNotifier, {
       useFactory: serviceFactory('in-process-change-notifier', () => new InProcessChangeNotifier({ logger })),
     })
   }
-  if (redisDb !== null) {
+  if (redis !== null) {
     container.register(RateLimiter, {
-      useFactory: serviceFactory('redis-rate-limiter', () => new redisDb.RedisRateLimiter({ url: redisDb.url })),
+      useFactory: serviceFactory('redis-rate-limiter', () => new redis.RedisRateLimiter({ url: redis.url })),
     })
   } else {
     container.register(RateLimiter, { useFactory: serviceFactory('in-process-rate-limiter', () => new InProcessRateLimiter()) })
@@ -220,7 +220,7 @@ export async function wire(loaded: LoadedConfig): Promise<Wiring> {
   container.register(LimitCoordination, {
     useValue: {
       rateLimitsRideWithBudget:
-        redisUrl !== null && rateLimitEntry !== undefined && budgetEntry !== undefined && budgetEntry.priority < rateLimitEntry.priority,
+        redis !== null && rateLimitEntry !== undefined && budgetEntry !== undefined && budgetEntry.priority < rateLimitEntry.priority,
     },
   })
 
@@ -232,14 +232,14 @@ export async function wire(loaded: LoadedConfig): Promise<Wiring> {
     const budgetConfig = budgetPlugin.config as BudgetConfig
     container.register(BudgetLedger, {
       useFactory:
-        redisDb !== null
-          ? serviceFactory<BudgetLedger>('redis-budget-ledger', () => new redisDb.RedisBudgetLedger({ url: redisDb.url, leaseMs: budgetConfig.reservationLeaseMs }))
+        redis !== null
+          ? serviceFactory<BudgetLedger>('redis-budget-ledger', () => new redis.RedisBudgetLedger({ url: redis.url, leaseMs: budgetConfig.reservationLeaseMs }))
           : serviceFactory<BudgetLedger>('in-process-budget-ledger', () => new InProcessBudgetLedger()),
     })
     container.register(UsageStore, {
       useFactory:
-        mongoDb !== null
-          ? serviceFactory<UsageStore>('mongo-usage-store', () => new mongoDb.MongoUsageStore({ uri: mongoDb.uri }))
+        mongo !== null
+          ? serviceFactory<UsageStore>('mongo-usage-store', () => new mongo.MongoUsageStore({ uri: mongo.uri }))
           : serviceFactory<UsageStore>('embedded-usage-store', (c) => new DuckDbUsageStore(c.resolve<DuckDbDatabase>(DATABASE))),
     })
     container.register(BudgetAccounts, {
@@ -283,7 +283,7 @@ export async function wire(loaded: LoadedConfig): Promise<Wiring> {
   container.register(SecretCipher, {
     useFactory: instanceCachingFactory(() => {
       try {
-        const resolved = resolveMasterKey({ envValue: environment.masterKey, dataDir: environment.dataDir, embeddedStore: mongodbUri === null })
+        const resolved = resolveMasterKey({ envValue: environment.masterKey, dataDir: environment.dataDir, embeddedStore: mongo === null })
         if (resolved.created) logger.warn({ path: resolved.source }, 'created the master key file that encrypts provider credentials: back it up, without it they cannot be opened')
         return new AesGcmSecretCipher(resolved.key)
       } catch (error) {
