@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import type { ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { existsSync, mkdirSync, mkdtempSync, openSync, closeSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -37,7 +37,10 @@ const options = {
   modes: (process.env.BENCH_MODES ?? 'json,stream').split(',').map((s) => s.trim()).filter((s) => s !== ''),
   // Paired req/s ratios: bare and gateway alternate in short closed-loop slices (0 rounds: off).
   pairedRounds: envNumber('BENCH_PAIRED_ROUNDS', 5),
-  pairedSliceS: envNumber('BENCH_PAIRED_SLICE_S', 3)
+  pairedSliceS: envNumber('BENCH_PAIRED_SLICE_S', 3),
+  // 1: the server under test (bare forwarder or gateway) gets CPU 0 to itself; this process, the
+  // load drivers, the mock, Redis and ClickHouse share the other CPUs (Linux `taskset`).
+  pinServer: process.env.BENCH_PIN === '1'
 }
 
 const nodeFlags = options.nodeFlags.split(' ').filter((f) => f !== '')
@@ -204,6 +207,17 @@ const stopChild = async (child: ChildProcess): Promise<void> => {
   await exited
   clearTimeout(timer)
   children.delete(child)
+}
+
+/**
+ * With BENCH_PIN=1, moves every thread of the server under test to CPU 0 (threads it starts later
+ * inherit that); everything else was moved off CPU 0 at start. Separates the server's own cost from
+ * the scheduler wait it gets when it shares both cores with the load generator and the mock.
+ */
+const pinServer = (pid: number): void => {
+  if (!options.pinServer) return
+  const pinned = spawnSync('taskset', ['-a', '-cp', '0', String(pid)], { stdio: 'ignore' })
+  if (pinned.status !== 0) throw new Error(`BENCH_PIN=1: taskset could not pin pid ${pid} to CPU 0`)
 }
 
 // Our own servers announce their port on stdout; the output is kept small so a pipe is fine.
@@ -416,6 +430,7 @@ const startGateway = async (mockOrigin: string, kind: GatewayKind, clickHouseUrl
   })
   closeSync(logFd)
   children.add(child)
+  if (child.pid !== undefined) pinServer(child.pid)
   const origin = `http://127.0.0.1:${port}`
   const cleanup = async (): Promise<void> => {
     await stopChild(child)
@@ -921,7 +936,13 @@ const main = async (): Promise<void> => {
     ? `wrk (${wrk}, ${options.wrkThreads} thread)`
     : `node/undici closed loop (${wrk === null ? 'wrk not found' : 'BENCH_CLOSED_DRIVER=node'})`
   log(`bench: closed-loop driver: ${closedDriver}; open-loop driver: node/undici at ${options.rate} req/s`)
-  log(`bench: scenarios ${selected.join(', ')}; modes ${modes.join(', ')}; ${cpus().length} CPUs shared by driver, servers and mock`)
+  log(`bench: scenarios ${selected.join(', ')}; modes ${modes.join(', ')}; ${cpus().length} CPUs${options.pinServer ? '' : ' shared by driver, servers and mock'}`)
+  if (options.pinServer) {
+    if (cpus().length < 2) throw new Error('BENCH_PIN=1 needs at least 2 CPUs')
+    const others = `1-${cpus().length - 1}`
+    if (spawnSync('taskset', ['-a', '-cp', others, String(process.pid)], { stdio: 'ignore' }).status !== 0) throw new Error('BENCH_PIN=1 needs taskset (util-linux)')
+    log(`bench: BENCH_PIN=1: the server under test runs on CPU 0; drivers, mock, Redis and ClickHouse on CPUs ${others}`)
+  }
 
   const busyBefore = await machineBusyPercent(1000)
   const loadBefore = loadavg()
@@ -946,6 +967,7 @@ const main = async (): Promise<void> => {
         server = { origin: mockOrigin, logStore: null, pid: mockPid, apiKey: null, virtualKey: null, redis: null, stop: async () => {} }
       } else if (scenario === 'bare') {
         const bare = await spawnWithReadyLine(join(distBench, 'bare-forwarder.js'), { PORT: '0', UPSTREAM: mockOrigin })
+        pinServer(bare.child.pid!)
         server = { origin: `http://127.0.0.1:${bare.port}`, logStore: null, pid: bare.child.pid!, apiKey: null, virtualKey: null, redis: null, stop: () => stopChild(bare.child) }
       } else {
         server = await startGateway(mockOrigin, gatewayKinds[scenario]!, clickHouse?.url ?? null)
@@ -969,6 +991,7 @@ const main = async (): Promise<void> => {
   if (options.pairedRounds > 0 && selected.includes('bare') && pairedScenarios.length > 0) {
     log(`bench: paired req/s ratios, ${options.pairedRounds} rounds of ${options.pairedSliceS}s slices (+1s warm-up each), bare and gateway alternating`)
     const bareChild = await spawnWithReadyLine(join(distBench, 'bare-forwarder.js'), { PORT: '0', UPSTREAM: mockOrigin })
+    pinServer(bareChild.child.pid!)
     const bare: Server = { origin: `http://127.0.0.1:${bareChild.port}`, logStore: null, pid: bareChild.child.pid!, apiKey: null, virtualKey: null, redis: null, stop: () => stopChild(bareChild.child) }
     try {
       for (const scenario of pairedScenarios) {
