@@ -66,7 +66,9 @@ export class ForwardPlugin implements GatewayPlugin {
   }
 
   async onForward(ctx: RequestContext): Promise<Reply | GatewayError> {
-    const target = await this.#resolveTarget(ctx)
+    // Awaited only when a custom host needs its (cached) check: every await costs the request path an allocation.
+    const resolved = this.#resolveTarget(ctx)
+    const target = resolved instanceof Promise ? await resolved : resolved
     if (target instanceof GatewayError) return target
     ctx.target = target
     const body = ctx.body
@@ -106,7 +108,7 @@ export class ForwardPlugin implements GatewayPlugin {
     ctx.usage = extractUsage(ctx.responseTail)
   }
 
-  async #resolveTarget(ctx: RequestContext): Promise<UpstreamTarget | GatewayError> {
+  #resolveTarget(ctx: RequestContext): UpstreamTarget | GatewayError | Promise<UpstreamTarget | GatewayError> {
     const headers = ctx.headers
     const stored = ctx.credential
     const slug = stored === null ? headers['x-gateway-provider'] : stored.provider
@@ -129,24 +131,29 @@ export class ForwardPlugin implements GatewayPlugin {
       return gatewayError(ERRORS.GW_REQ_ROUTE_UNSUPPORTED, `Provider "${slug}" does not support ${ctx.route.pattern}`)
     }
 
-    let location: ProviderOrigin | undefined
     const customHost = stored === null ? headers['x-gateway-custom-host'] : (stored.customHost ?? undefined)
     const hostParam = stored === null ? 'x-gateway-custom-host' : 'x-gateway-virtual-key'
     if (customHost !== undefined) {
-      const check = await this.#registry.checkCustomHost(customHost)
-      if (!check.ok) return gatewayError(ERRORS.GW_REQ_CUSTOM_HOST_REFUSED, `The custom host is not allowed: ${check.reason}`, { param: hostParam })
-      location = check
-    } else {
-      location = this.#origins.get(slug)
-      if (location === undefined) {
-        const fix = stored === null ? 'send x-gateway-custom-host' : "set the virtual key's custom_host"
-        return gatewayError(ERRORS.GW_REQ_INVALID, `Provider "${slug}" has no public endpoint: ${fix}`, { param: hostParam })
-      }
+      return this.#registry.checkCustomHost(customHost).then((check) =>
+        check.ok
+          ? this.#targetAt(ctx, spec, check)
+          : gatewayError(ERRORS.GW_REQ_CUSTOM_HOST_REFUSED, `The custom host is not allowed: ${check.reason}`, { param: hostParam }),
+      )
     }
+    const location = this.#origins.get(slug)
+    if (location === undefined) {
+      const fix = stored === null ? 'send x-gateway-custom-host' : "set the virtual key's custom_host"
+      return gatewayError(ERRORS.GW_REQ_INVALID, `Provider "${slug}" has no public endpoint: ${fix}`, { param: hostParam })
+    }
+    return this.#targetAt(ctx, spec, location)
+  }
 
+  /** The target at `location` with the credential: the virtual key's, else the client's `Authorization`. */
+  #targetAt(ctx: RequestContext, spec: ProviderSpec, location: ProviderOrigin): UpstreamTarget {
+    const stored = ctx.credential
     if (stored !== null) return credentialTarget(spec, location, stored.apiKey ?? '')
     // The Authorization header is the provider key, unless it carried the gateway's own key.
-    const authorization = ctx.principal?.credentialHeader === 'authorization' ? undefined : headers.authorization
+    const authorization = ctx.principal?.credentialHeader === 'authorization' ? undefined : ctx.headers.authorization
     const credential = authorization === undefined ? '' : authorization.startsWith('Bearer ') ? authorization.slice(7).trim() : authorization.trim()
     return credentialTarget(spec, location, credential)
   }
@@ -196,7 +203,7 @@ export class ForwardPlugin implements GatewayPlugin {
     return headers
   }
 
-  async #reply(ctx: RequestContext, target: UpstreamTarget, response: UpstreamResponse, requestTimeoutMs: number | null): Promise<Reply | GatewayError> {
+  #reply(ctx: RequestContext, target: UpstreamTarget, response: UpstreamResponse, requestTimeoutMs: number | null): Reply | Promise<Reply | GatewayError> {
     const headers: Array<readonly [string, string]> = []
     let contentType = ''
     let contentLength = -1
@@ -218,16 +225,15 @@ export class ForwardPlugin implements GatewayPlugin {
     const normaliseError = status >= 400 && ctx.route.group === 'inference'
     const limit = this.#config.maxBufferedResponseBytes
     if (!sse && (normaliseError ? contentLength <= limit : contentLength >= 0 && contentLength <= limit)) {
-      let bytes: Buffer
-      try {
-        bytes = await readAll(response, limit)
-      } catch (error) {
-        return this.#upstream.toError(error, requestTimeoutMs)
-      }
-      if (!normaliseError) return { status, headers, body: bytes }
-      const body = normaliseProviderError(target.provider, status, bytes)
-      if (body === bytes) return { status, headers, body }
-      return { status, headers: withJsonContentType(headers), body }
+      return readAll(response, limit).then(
+        (bytes): Reply => {
+          if (!normaliseError) return { status, headers, body: bytes }
+          const body = normaliseProviderError(target.provider, status, bytes)
+          if (body === bytes) return { status, headers, body }
+          return { status, headers: withJsonContentType(headers), body }
+        },
+        (error: unknown) => this.#upstream.toError(error, requestTimeoutMs),
+      )
     }
     return {
       status,
