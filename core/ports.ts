@@ -258,9 +258,10 @@ export interface ProviderRegistry {
   /**
    * Validates a custom host URL against the operator's allow-list (SSRF guard): http(s) only, no
    * credentials, link-local and cloud-metadata addresses always refused, private and loopback
-   * addresses only when allowed by `GATEWAY_ALLOWED_CUSTOM_HOSTS`.
+   * addresses only when allowed by `GATEWAY_ALLOWED_CUSTOM_HOSTS`. A verdict already known (cached)
+   * comes back as a plain value, so the request path need not await it.
    */
-  checkCustomHost(url: string): Promise<CustomHostCheck>
+  checkCustomHost(url: string): CustomHostCheck | Promise<CustomHostCheck>
 }
 export const ProviderRegistry = token<ProviderRegistry>('ProviderRegistry')
 

@@ -512,8 +512,10 @@ export interface CustomHostPolicyOptions {
 }
 
 interface CacheEntry {
-  readonly expiresAt: number
+  expiresAt: number
   readonly verdict: Promise<CustomHostCheck>
+  /** The verdict once known: a cached check then answers without a promise. */
+  settled: CustomHostCheck | null
 }
 
 const UNRESOLVABLE = 'custom host could not be resolved'
@@ -540,14 +542,23 @@ export class CustomHostPolicy {
     this.now = options.now ?? Date.now
   }
 
-  /** The verdict for `url`, from the cache when a fresh one is there. */
-  check(url: string): Promise<CustomHostCheck> {
+  /**
+   * The verdict for `url`, from the cache when a fresh one is there: as a plain value once it is
+   * known (the request path then does not wait a microtask for it), else as a promise.
+   */
+  check(url: string): CustomHostCheck | Promise<CustomHostCheck> {
     const now = this.now()
     const hit = this.cache.get(url)
-    if (hit !== undefined && hit.expiresAt > now) return hit.verdict
+    if (hit !== undefined && hit.expiresAt > now) return hit.settled ?? hit.verdict
     if (hit !== undefined) this.cache.delete(url)
     const verdict = this.evaluate(url)
-    if (url.length <= MAX_URL_LENGTH) this.remember(url, { expiresAt: now + this.ttlMs, verdict })
+    if (url.length <= MAX_URL_LENGTH) {
+      const entry: CacheEntry = { expiresAt: now + this.ttlMs, verdict, settled: null }
+      this.remember(url, entry)
+      void verdict.then((settled) => {
+        entry.settled = settled
+      })
+    }
     return verdict
   }
 
@@ -600,6 +611,6 @@ export class CustomHostPolicy {
 
   private shortenLifetime(url: string): void {
     const entry = this.cache.get(url)
-    if (entry !== undefined) this.cache.set(url, { expiresAt: Math.min(entry.expiresAt, this.now() + this.failureTtlMs), verdict: entry.verdict })
+    if (entry !== undefined) entry.expiresAt = Math.min(entry.expiresAt, this.now() + this.failureTtlMs)
   }
 }

@@ -45,7 +45,7 @@ export class TableProviderRegistry implements ProviderRegistry {
     return this.all
   }
 
-  checkCustomHost(url: string): Promise<CustomHostCheck> {
+  checkCustomHost(url: string): CustomHostCheck | Promise<CustomHostCheck> {
     return this.policy.check(url)
   }
 }

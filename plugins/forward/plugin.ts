@@ -15,7 +15,7 @@
 import type { RequestContext, UpstreamTarget } from '../../core/context.js'
 import { ERRORS, gatewayError, GatewayError } from '../../core/errors.js'
 import type { GatewayPlugin, Reply } from '../../core/plugin.js'
-import type { ProviderRegistry, ProviderSpec, UpstreamClient, UpstreamResponse } from '../../core/ports.js'
+import type { CustomHostCheck, ProviderRegistry, ProviderSpec, UpstreamClient, UpstreamResponse } from '../../core/ports.js'
 import type { ForwardConfig } from './config.js'
 import { normaliseProviderError } from './provider-error.js'
 import { extractUsage } from './usage.js'
@@ -134,11 +134,12 @@ export class ForwardPlugin implements GatewayPlugin {
     const customHost = stored === null ? headers['x-gateway-custom-host'] : (stored.customHost ?? undefined)
     const hostParam = stored === null ? 'x-gateway-custom-host' : 'x-gateway-virtual-key'
     if (customHost !== undefined) {
-      return this.#registry.checkCustomHost(customHost).then((check) =>
+      const targetOf = (check: CustomHostCheck): UpstreamTarget | GatewayError =>
         check.ok
           ? this.#targetAt(ctx, spec, check)
-          : gatewayError(ERRORS.GW_REQ_CUSTOM_HOST_REFUSED, `The custom host is not allowed: ${check.reason}`, { param: hostParam }),
-      )
+          : gatewayError(ERRORS.GW_REQ_CUSTOM_HOST_REFUSED, `The custom host is not allowed: ${check.reason}`, { param: hostParam })
+      const check = this.#registry.checkCustomHost(customHost)
+      return check instanceof Promise ? check.then(targetOf) : targetOf(check)
     }
     const location = this.#origins.get(slug)
     if (location === undefined) {

@@ -400,6 +400,18 @@ describe('CustomHostPolicy', () => {
       expect(resolver.calls).toHaveLength(2)
     })
 
+    it('answers a known verdict as a plain value, a pending one as a promise', async () => {
+      const resolver = fakeResolver({ 'api.example.com': ['93.184.216.34'] })
+      const policy = new CustomHostPolicy({ allowList: [], resolve: resolver })
+      const first = policy.check('https://api.example.com/v1')
+      expect(first).toBeInstanceOf(Promise)
+      expect(policy.check('https://api.example.com/v1')).toBeInstanceOf(Promise)
+      const verdict = await first
+      expect(policy.check('https://api.example.com/v1')).toEqual(verdict)
+      expect(policy.check('https://api.example.com/v1')).not.toBeInstanceOf(Promise)
+      expect(resolver.calls).toHaveLength(1)
+    })
+
     it('shares one lookup between concurrent checks of the same URL', async () => {
       const resolver = fakeResolver({ 'api.example.com': ['93.184.216.34'] })
       const policy = new CustomHostPolicy({ allowList: [], resolve: resolver })
