@@ -23,10 +23,11 @@ export interface ClientExchange {
   /** The request body, bounded by the route's limit; a `GatewayError` (413) when it is larger. */
   readBody(): Promise<Buffer | GatewayError>
   /**
-   * Sends the reply and resolves once it ended, failed or the client went away. Records
-   * `ctx.status`, `ctx.firstByteAt`, `ctx.endedAt`, `ctx.outcome`, `ctx.responseTail`.
+   * Sends the reply. Returns nothing when it is already over (a whole body written in one go, or
+   * the client gone), else a promise that resolves once it ended, failed or the client went away.
+   * Records `ctx.status`, `ctx.firstByteAt`, `ctx.endedAt`, `ctx.outcome`, `ctx.responseTail`.
    */
-  send(ctx: RequestContext, reply: Reply, transform: EventTransform | null): Promise<void>
+  send(ctx: RequestContext, reply: Reply, transform: EventTransform | null): Promise<void> | undefined
 }
 
 /** Wire shape of errors for a group: OpenAI-shaped (data plane) or Admin API envelope. */
@@ -153,7 +154,8 @@ export class Pipeline {
       reply = this.errorReply(ctx, gatewayError(ERRORS.GW_INTERNAL))
     }
     try {
-      await exchange.send(ctx, reply, reached === this.#size ? this.#fullTransform : this.#transformFor(reached))
+      const sending = exchange.send(ctx, reply, reached === this.#size ? this.#fullTransform : this.#transformFor(reached))
+      if (sending !== undefined) await sending
     } catch (error) {
       this.#logger.error({ err: error, group: this.group, requestId: ctx.requestId }, 'sending the reply failed')
     }

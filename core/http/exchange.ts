@@ -88,12 +88,12 @@ export class UwsExchange implements ClientExchange {
     return this.#body
   }
 
-  send(ctx: RequestContext, reply: Reply, transform: EventTransform | null): Promise<void> {
+  send(ctx: RequestContext, reply: Reply, transform: EventTransform | null): Promise<void> | undefined {
     const body = reply.body
     if (this.#aborted || this.#ended) {
       if (body !== null && typeof body === 'object' && 'source' in body) body.source.destroy()
       this.#finish(ctx, 'aborted')
-      return Promise.resolve()
+      return undefined
     }
     ctx.status = reply.status
     if (body === null || typeof body === 'string' || body instanceof Uint8Array) {
@@ -107,7 +107,7 @@ export class UwsExchange implements ClientExchange {
       ctx.firstByteAt = performance.now()
       if (body instanceof Uint8Array) ctx.responseTail = tailOf(null, Buffer.from(body.buffer, body.byteOffset, body.byteLength))
       this.#finish(ctx, ctx.error === null ? 'completed' : 'errored')
-      return Promise.resolve()
+      return undefined
     }
     return this.#relay(ctx, reply, body, transform)
   }
