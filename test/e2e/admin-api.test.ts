@@ -9,7 +9,7 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startGateway, type GatewayHandle } from '../../config/boot.js'
 import { hashSecret } from '../../core/secrets.js'
-import { startTestGateway, TEST_ADMIN_KEY, type TestGateway } from '../helpers/gateway.js'
+import { postChat, startTestGateway, TEST_ADMIN_KEY, type TestGateway } from '../helpers/gateway.js'
 import { MOCK_REPLY, startMockUpstream, type MockUpstream } from '../helpers/mock-upstream.js'
 
 type Json = Record<string, any>
@@ -136,18 +136,7 @@ describe('Admin API', () => {
   }
 
   async function chat(key: string, headers: Record<string, string> = {}): Promise<Response> {
-    return fetch(`${gw.url}/v1/chat/completions`, {
-      method: 'POST',
-      headers: {
-        'content-type': 'application/json',
-        'x-gateway-api-key': key,
-        'x-gateway-provider': 'openai',
-        'x-gateway-custom-host': mock.url,
-        authorization: 'Bearer sk-provider',
-        ...headers,
-      },
-      body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'Hi' }] }),
-    })
+    return postChat(gw.url, key, mock.url, headers)
   }
 
   beforeAll(async () => {

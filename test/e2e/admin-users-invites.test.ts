@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Clock } from '../../core/ports.js'
 import { hashSecret } from '../../core/secrets.js'
-import { startTestGateway, TEST_ADMIN_KEY, type TestGateway } from '../helpers/gateway.js'
+import { postChat, startTestGateway, TEST_ADMIN_KEY, type TestGateway } from '../helpers/gateway.js'
 import { MOCK_REPLY, startMockUpstream, type MockUpstream } from '../helpers/mock-upstream.js'
 
 type Json = Record<string, any>
@@ -82,17 +82,7 @@ async function accept(token: string, body: Json = { first_name: 'Ada', last_name
 }
 
 async function chat(key: string): Promise<Response> {
-  return fetch(`${gw.url}/v1/chat/completions`, {
-    method: 'POST',
-    headers: {
-      'content-type': 'application/json',
-      'x-gateway-api-key': key,
-      'x-gateway-provider': 'openai',
-      'x-gateway-custom-host': mock.url,
-      authorization: 'Bearer sk-provider',
-    },
-    body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'Hi' }] }),
-  })
+  return postChat(gw.url, key, mock.url)
 }
 
 async function createWorkspace(name: string): Promise<string> {

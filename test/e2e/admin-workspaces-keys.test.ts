@@ -4,7 +4,7 @@
  * role and no-escalation rules, and the organisation's JWT settings. Real gateway, real sockets.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { startTestGateway, TEST_ADMIN_KEY, type TestGateway } from '../helpers/gateway.js'
+import { postChat, startTestGateway, TEST_ADMIN_KEY, type TestGateway } from '../helpers/gateway.js'
 import { startMockUpstream, type MockUpstream } from '../helpers/mock-upstream.js'
 
 type Json = Record<string, any>
@@ -34,17 +34,7 @@ function expectAdminError(answer: Answer, status: number, errorCode: string): st
 }
 
 async function chat(key: string): Promise<number> {
-  const response = await fetch(`${gw.url}/v1/chat/completions`, {
-    method: 'POST',
-    headers: {
-      'content-type': 'application/json',
-      'x-gateway-api-key': key,
-      'x-gateway-provider': 'openai',
-      'x-gateway-custom-host': mock.url,
-      authorization: 'Bearer sk-provider',
-    },
-    body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'Hi' }] }),
-  })
+  const response = await postChat(gw.url, key, mock.url)
   await response.arrayBuffer()
   return response.status
 }

@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
-import { startTestGateway, type TestGateway } from '../helpers/gateway.js'
+import { postChat, startTestGateway, type TestGateway } from '../helpers/gateway.js'
 import { startMockUpstream, type MockUpstream } from '../helpers/mock-upstream.js'
 
 const SCOPES = ['completions.write', 'analytics.view', 'logs.write', 'logs.read', 'logs.export', 'feedbacks.write']
@@ -31,19 +31,7 @@ function rangeObject(): Record<string, string> {
 }
 
 async function chat(key: string, traceId: string, user: string): Promise<void> {
-  const response = await fetch(`${gw.url}/v1/chat/completions`, {
-    method: 'POST',
-    headers: {
-      'content-type': 'application/json',
-      'x-gateway-api-key': key,
-      'x-gateway-provider': 'openai',
-      'x-gateway-custom-host': mock.url,
-      'x-gateway-trace-id': traceId,
-      'x-gateway-metadata': JSON.stringify({ _user: user, run }),
-      authorization: 'Bearer sk-provider',
-    },
-    body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'Hi' }] }),
-  })
+  const response = await postChat(gw.url, key, mock.url, { 'x-gateway-trace-id': traceId, 'x-gateway-metadata': JSON.stringify({ _user: user, run }) })
   expect(response.status, await response.text()).toBe(200)
 }
 

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest'
 import { RESERVE_SCRIPT, SETTLE_SCRIPT } from '../../adapters/redis/redis-budget-ledger.js'
 import { ACQUIRE_SCRIPT } from '../../adapters/redis/redis-rate-limiter.js'
 import { startGateway, type GatewayHandle } from '../../config/boot.js'
-import { TEST_ADMIN_KEY, startTestGateway, type TestGateway } from '../helpers/gateway.js'
+import { postChat, TEST_ADMIN_KEY, startTestGateway, type TestGateway } from '../helpers/gateway.js'
 import { MOCK_USAGE, startMockUpstream, type MockUpstream } from '../helpers/mock-upstream.js'
 
 const WAIT = { timeout: 10_000, interval: 20 }
@@ -50,17 +50,7 @@ function callerOf(handle: GatewayHandle): Caller {
 }
 
 async function chat(caller: Caller, key: string): Promise<{ status: number; body: any }> {
-  const response = await fetch(`${caller.url}/v1/chat/completions`, {
-    method: 'POST',
-    headers: {
-      'content-type': 'application/json',
-      'x-gateway-api-key': key,
-      'x-gateway-provider': 'openai',
-      'x-gateway-custom-host': mock.url,
-      authorization: 'Bearer sk-provider',
-    },
-    body: JSON.stringify(BODY),
-  })
+  const response = await postChat(caller.url, key, mock.url, {}, BODY)
   return { status: response.status, body: await response.json() }
 }
 

@@ -3,10 +3,12 @@ import { randomBytes, randomUUID } from 'node:crypto'
 import { createClient, type ClickHouseClient } from '@clickhouse/client'
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
 import { ClickHouseLogSink } from '../../adapters/clickhouse/clickhouse-log-sink.js'
-import { startTestGateway, type TestGateway } from '../helpers/gateway.js'
+import { postChat, startTestGateway, type TestGateway } from '../helpers/gateway.js'
 import { startFaultProxy } from '../helpers/tcp-fault-proxy.js'
 import { MOCK_USAGE, startMockUpstream, type MockUpstream } from '../helpers/mock-upstream.js'
 
+/** The mock answers any chat; an empty conversation keeps the logged request small. */
+const EMPTY_CHAT = { model: 'gpt-4o-mini', messages: [] }
 const database = `gw_e2e_${randomBytes(6).toString('hex')}`
 let clickhouse: ClickHouseClient
 let mock: MockUpstream
@@ -41,19 +43,7 @@ describe('request log in ClickHouse', () => {
     const made = await gw.workspaceKey(['completions.write'])
     const traces = Array.from({ length: 5 }, () => `trace-ch-${randomUUID()}`)
     for (const traceId of traces) {
-      const response = await fetch(`${gw.url}/v1/chat/completions`, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          'x-gateway-api-key': made.key,
-          'x-gateway-provider': 'openai',
-          'x-gateway-custom-host': mock.url,
-          'x-gateway-trace-id': traceId,
-          'x-gateway-metadata': JSON.stringify({ _user: 'carol' }),
-          authorization: 'Bearer sk-provider',
-        },
-        body: JSON.stringify({ model: 'gpt-4o-mini', messages: [] }),
-      })
+      const response = await postChat(gw.url, made.key, mock.url, { 'x-gateway-trace-id': traceId, 'x-gateway-metadata': JSON.stringify({ _user: 'carol' }) }, EMPTY_CHAT)
       expect(response.status, await response.text()).toBe(200)
     }
     const sink = gw.wiring.logSink as ClickHouseLogSink
@@ -97,18 +87,7 @@ describe('ClickHouse unreachable', () => {
     try {
       const made = await down.workspaceKey(['completions.write', 'analytics.view'])
       const trace = `trace-down-${randomUUID()}`
-      const chat = await fetch(`${down.url}/v1/chat/completions`, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          'x-gateway-api-key': made.key,
-          'x-gateway-provider': 'openai',
-          'x-gateway-custom-host': mock.url,
-          'x-gateway-trace-id': trace,
-          authorization: 'Bearer sk-provider',
-        },
-        body: JSON.stringify({ model: 'gpt-4o-mini', messages: [] }),
-      })
+      const chat = await postChat(down.url, made.key, mock.url, { 'x-gateway-trace-id': trace }, EMPTY_CHAT)
       expect(chat.status).toBe(200)
       const sink = down.wiring.logSink as ClickHouseLogSink
       await expect(sink.flush()).rejects.toThrow()

@@ -12,7 +12,7 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { DuckDbDatabase } from '../../adapters/embedded/duckdb-database.js'
 import { DuckDbLogSink } from '../../adapters/embedded/duckdb-log-sink.js'
-import { TEST_ADMIN_KEY } from '../helpers/gateway.js'
+import { postChat, TEST_ADMIN_KEY } from '../helpers/gateway.js'
 import { startMockUpstream, type MockUpstream } from '../helpers/mock-upstream.js'
 
 const ROOT = new URL('../../', import.meta.url)
@@ -91,18 +91,7 @@ describe('request log across a SIGTERM under load', () => {
       while (!stop) {
         const traceId = `sigterm-${randomUUID()}`
         try {
-          const response = await fetch(`${gateway.url}/v1/chat/completions`, {
-            method: 'POST',
-            headers: {
-              'content-type': 'application/json',
-              'x-gateway-api-key': key,
-              'x-gateway-provider': 'openai',
-              'x-gateway-custom-host': mock.url,
-              'x-gateway-trace-id': traceId,
-              authorization: 'Bearer sk-provider',
-            },
-            body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }),
-          })
+          const response = await postChat(gateway.url, key, mock.url, { 'x-gateway-trace-id': traceId })
           await response.text()
           if (response.status === 200) answered.push(traceId)
         } catch {

@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it, vi, type MockInstance } from 'vitest'
 import { DuckDbLogSink } from '../../adapters/embedded/duckdb-log-sink.js'
 import { AdminStore, type LogRecord } from '../../core/ports.js'
-import { startTestGateway, type TestGateway } from '../helpers/gateway.js'
+import { dataPlaneHeaders, startTestGateway, type TestGateway } from '../helpers/gateway.js'
 import { MOCK_EMBEDDING_TOKENS_PER_INPUT, MOCK_USAGE, startMockUpstream, type MockUpstream } from '../helpers/mock-upstream.js'
 
 const CHAT_USAGE = {
@@ -60,15 +60,7 @@ afterAll(async () => {
 })
 
 function headers(traceId: string, extra: Record<string, string> = {}): Record<string, string> {
-  return {
-    'content-type': 'application/json',
-    'x-gateway-api-key': key,
-    'x-gateway-provider': 'openai',
-    'x-gateway-custom-host': mock.url,
-    'x-gateway-trace-id': traceId,
-    authorization: 'Bearer sk-provider',
-    ...extra,
-  }
+  return dataPlaneHeaders(key, mock.url, { 'x-gateway-trace-id': traceId, ...extra })
 }
 
 async function post(path: string, traceId: string, body: unknown, extra: Record<string, string> = {}): Promise<{ status: number; text: string }> {

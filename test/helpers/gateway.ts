@@ -78,3 +78,26 @@ function mergeHost(overlay: unknown): unknown {
   const given = overlay as Record<string, unknown>
   return { ...given, server: { ...base.server, ...(given.server as object | undefined) } }
 }
+
+/** The small chat completion most data-plane tests send. */
+export const CHAT_BODY = { model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'Hi' }] }
+
+/**
+ * Headers of a data-plane call with the gateway key `key` to the OpenAI-shaped provider at
+ * `providerUrl` (a custom host, e.g. the loopback mock), plus `extra`.
+ */
+export function dataPlaneHeaders(key: string, providerUrl: string, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    'content-type': 'application/json',
+    'x-gateway-api-key': key,
+    'x-gateway-provider': 'openai',
+    'x-gateway-custom-host': providerUrl,
+    authorization: 'Bearer sk-provider',
+    ...extra,
+  }
+}
+
+/** POSTs `body` (default `CHAT_BODY`) to the gateway at `gatewayUrl` with `dataPlaneHeaders`. */
+export function postChat(gatewayUrl: string, key: string, providerUrl: string, extra: Record<string, string> = {}, body: unknown = CHAT_BODY): Promise<Response> {
+  return fetch(`${gatewayUrl}/v1/chat/completions`, { method: 'POST', headers: dataPlaneHeaders(key, providerUrl, extra), body: JSON.stringify(body) })
+}
