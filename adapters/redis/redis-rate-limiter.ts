@@ -25,16 +25,45 @@ import { maskRedisUrl } from './redis-change-notifier.js'
 
 
 /**
- * Lua functions shared by ACQUIRE_SCRIPT and the budget ledger's reserve script (which checks a
- * request's buckets together with its budgets). `check_buckets(first, last, base, now)` reads the
- * buckets KEYS[first..last], whose arguments start at ARGV[base] (per bucket: capacity, window
- * (ms), take, require), and returns nil when every one holds take + require, else {index of the
- * first refusing bucket (0-based from first), wait ms}; it writes nothing. `commit_buckets()` then
- * stores what the last successful check took.
+ * Lua functions shared by ACQUIRE_SCRIPT, CHARGE_SCRIPT and the budget ledger's reserve script
+ * (which checks a request's buckets together with its budgets).
+ * - `read_bucket(key)` → tokens, ts as stored (nil when unknown); `refill(t, ts, capacity, window,
+ *   now)` → the bucket at `now` (full when unknown, refilled at capacity/window, capped);
+ *   `bucket_ttl(t, capacity, window)` → how long its key must live; `write_bucket(key, t, ts, ttl)`.
+ * - `check_buckets(first, last, base, now)` reads the buckets KEYS[first..last], whose arguments
+ *   start at ARGV[base] (per bucket: capacity, window (ms), take, require), and returns nil when
+ *   every one holds take + require, else {index of the first refusing bucket (0-based from first),
+ *   wait ms}; it writes nothing. `commit_buckets()` then stores what the last successful check took.
  */
 export const BUCKET_FUNCTIONS = `
 local MAX_TTL = ${MAX_BUCKET_TTL_MS}
 local bucket_tokens, bucket_stamps, bucket_ttls = {}, {}, {}
+local function read_bucket(key)
+  local state = redis.call('HMGET', key, 'tokens', 'ts')
+  return tonumber(state[1]), tonumber(state[2])
+end
+local function refill(t, ts, capacity, window, now)
+  if t == nil or ts == nil then t, ts = capacity, now end
+  if now > ts then
+    if capacity > 0 then t = t + (now - ts) * capacity / window end
+    ts = now
+  end
+  if t > capacity then t = capacity end
+  return t, ts
+end
+local function bucket_ttl(t, capacity, window)
+  local ttl = 2 * window
+  if capacity > 0 then
+    local full = math.ceil((capacity - t) * window / capacity)
+    if full > ttl then ttl = full end
+  end
+  if ttl > MAX_TTL then ttl = MAX_TTL end
+  return ttl
+end
+local function write_bucket(key, t, ts, ttl)
+  redis.call('HSET', key, 'tokens', string.format('%.17g', t), 'ts', string.format('%.17g', ts))
+  redis.call('PEXPIRE', key, string.format('%d', ttl))
+end
 local function check_buckets(first, last, base, now)
   for i = first, last do
     local key = KEYS[i]
@@ -44,16 +73,8 @@ local function check_buckets(first, last, base, now)
     local take = tonumber(ARGV[b + 2])
     local need = take + tonumber(ARGV[b + 3])
     local t, ts = bucket_tokens[key], bucket_stamps[key]
-    if t == nil then
-      local state = redis.call('HMGET', key, 'tokens', 'ts')
-      t, ts = tonumber(state[1]), tonumber(state[2])
-      if t == nil or ts == nil then t, ts = capacity, now end
-    end
-    if now > ts then
-      if capacity > 0 then t = t + (now - ts) * capacity / window end
-      ts = now
-    end
-    if t > capacity then t = capacity end
+    if t == nil then t, ts = read_bucket(key) end
+    t, ts = refill(t, ts, capacity, window, now)
     if t < need then
       local wait = window
       if need <= capacity and capacity > 0 then wait = math.ceil((need - t) * window / capacity) end
@@ -61,20 +82,13 @@ local function check_buckets(first, last, base, now)
     end
     t = t - take
     bucket_tokens[key], bucket_stamps[key] = t, ts
-    local ttl = 2 * window
-    if capacity > 0 then
-      local full = math.ceil((capacity - t) * window / capacity)
-      if full > ttl then ttl = full end
-    end
-    if ttl > MAX_TTL then ttl = MAX_TTL end
-    bucket_ttls[key] = ttl
+    bucket_ttls[key] = bucket_ttl(t, capacity, window)
   end
   return nil
 end
 local function commit_buckets()
   for key, t in pairs(bucket_tokens) do
-    redis.call('HSET', key, 'tokens', string.format('%.17g', t), 'ts', string.format('%.17g', bucket_stamps[key]))
-    redis.call('PEXPIRE', key, string.format('%d', bucket_ttls[key]))
+    write_bucket(key, t, bucket_stamps[key], bucket_ttls[key])
   end
 end
 `
@@ -91,33 +105,19 @@ commit_buckets()
 return {-1, 0}
 `
 
-/** KEYS: bucket keys. ARGV[1]: now (ms); then per key: capacity, window (ms), amount. */
+/** KEYS: bucket keys. ARGV[1]: now (ms); then per key: capacity, window (ms), amount (may take a bucket below zero). */
 export const CHARGE_SCRIPT = `
-local MAX_TTL = ${MAX_BUCKET_TTL_MS}
+${BUCKET_FUNCTIONS}
 local now = tonumber(ARGV[1])
 for i = 1, #KEYS do
   local key = KEYS[i]
   local base = 2 + (i - 1) * 3
   local capacity = tonumber(ARGV[base])
   local window = tonumber(ARGV[base + 1])
-  local amount = tonumber(ARGV[base + 2])
-  local state = redis.call('HMGET', key, 'tokens', 'ts')
-  local t, ts = tonumber(state[1]), tonumber(state[2])
-  if t == nil or ts == nil then t, ts = capacity, now end
-  if now > ts then
-    if capacity > 0 then t = t + (now - ts) * capacity / window end
-    ts = now
-  end
-  if t > capacity then t = capacity end
-  t = t - amount
-  local ttl = 2 * window
-  if capacity > 0 then
-    local full = math.ceil((capacity - t) * window / capacity)
-    if full > ttl then ttl = full end
-  end
-  if ttl > MAX_TTL then ttl = MAX_TTL end
-  redis.call('HSET', key, 'tokens', string.format('%.17g', t), 'ts', string.format('%.17g', ts))
-  redis.call('PEXPIRE', key, string.format('%d', ttl))
+  local t, ts = read_bucket(key)
+  t, ts = refill(t, ts, capacity, window, now)
+  t = t - tonumber(ARGV[base + 2])
+  write_bucket(key, t, ts, bucket_ttl(t, capacity, window))
 end
 return 0
 `
