@@ -57,6 +57,8 @@ const unreachableRateLimit = { type: 'requests', unit: 'rpm', value: 100_000_000
 const unreachableTokenBudget = { type: 'tokens', credit_limit: 1_000_000_000_000 }
 // The issue 4 targets for `gateway-limits` against `gateway-full`.
 const limitsTargets = { rpsRatioToFull: 0.8, redisCallsPerRequest: 1 }
+// The foundation's targets for the gateway against the bare forwarder (issue 2).
+const foundationTargets = { rpsRatioToBare: 0.7, p99DeltaMs: 1, ttfbP99DeltaMs: 1, peakRssMb: 200 }
 
 type RedisServer = {
   url: string
@@ -140,7 +142,6 @@ type Comparison = {
   targets: { rps: boolean, p99: boolean, ttfb: boolean | null, rss: boolean | null }
 }
 
-// `null` figures against `gateway-full` when that scenario was not run (or skipped).
 /** Gateway req/s over the bare forwarder's, measured in alternating slices so the VM's drift hits both alike. */
 type PairedComparison = {
   scenario: ScenarioName
@@ -150,6 +151,7 @@ type PairedComparison = {
   target: boolean | null
 }
 
+// `null` figures against `gateway-full` when that scenario was not run (or skipped).
 type LimitsComparison = {
   mode: Mode
   rpsRatioToFull: number | null
@@ -760,10 +762,10 @@ const compare = (bare: ModeResult, other: ModeResult): Comparison | null => {
     ttfbP99DeltaMs,
     peakRssMb: other.serverPeakRssMb,
     targets: {
-      rps: rpsRatio >= 0.7,
-      p99: p99DeltaMs <= 1,
-      ttfb: ttfbP99DeltaMs === null ? null : ttfbP99DeltaMs <= 1,
-      rss: other.serverPeakRssMb === null ? null : other.serverPeakRssMb < 200
+      rps: rpsRatio >= foundationTargets.rpsRatioToBare,
+      p99: p99DeltaMs <= foundationTargets.p99DeltaMs,
+      ttfb: ttfbP99DeltaMs === null ? null : ttfbP99DeltaMs <= foundationTargets.ttfbP99DeltaMs,
+      rss: other.serverPeakRssMb === null ? null : other.serverPeakRssMb < foundationTargets.peakRssMb
     }
   }
 }
@@ -913,7 +915,7 @@ const pairedRatios = async (bare: Server, gateway: Server, scenario: ScenarioNam
     if (bareRps > 0) ratios.push(gatewayRps / bareRps)
   }
   const mid = median(ratios)
-  return { scenario, mode, ratios, median: mid, target: mid === null ? null : mid >= 0.7 }
+  return { scenario, mode, ratios, median: mid, target: mid === null ? null : mid >= foundationTargets.rpsRatioToBare }
 }
 
 const pairedTable = (rows: PairedComparison[]): string => {

@@ -66,7 +66,7 @@ export class ForwardPlugin implements GatewayPlugin {
   }
 
   async onForward(ctx: RequestContext): Promise<Reply | GatewayError> {
-    // Awaited only when a custom host needs its (cached) check: every await costs the request path an allocation.
+    // Awaited only while a custom host's first check is pending: every await costs the request path an allocation.
     const resolved = this.#resolveTarget(ctx)
     const target = resolved instanceof Promise ? await resolved : resolved
     if (target instanceof GatewayError) return target
