@@ -198,7 +198,10 @@ export class RequestContext {
   endedAt: number | null = null
   /** How the exchange ended. written by: core */
   outcome: Outcome | null = null
-  /** The last bytes of the response body (at most 16 KiB), for usage extraction. written by: core */
+  /**
+   * The last bytes of the response body (at most 16 KiB), for usage extraction. For a whole (not
+   * streamed) body it is a view on the reply's bytes: read it in onLog, do not keep it. written by: core
+   */
   responseTail: Buffer | null = null
   /**
    * What an Admin API action did, for the audit log: whether its entry is already stored (with the

@@ -153,6 +153,31 @@ describe('request log', () => {
     expect(record.ttftMs as number).toBeLessThanOrEqual(record.latencyMs)
   })
 
+  it('finds the usage at the end of a non-streamed reply larger than the 16 KiB tail', async () => {
+    const traceId = `trace-large-${randomUUID()}`
+    const content = 'x'.repeat(40 * 1024)
+    const usage = { prompt_tokens: 7, completion_tokens: 9000, total_tokens: 9007 }
+    mock.next(
+      {
+        type: 'json',
+        body: {
+          id: 'chatcmpl-large',
+          object: 'chat.completion',
+          created: 1,
+          model: 'gpt-4o-mini',
+          choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
+          usage,
+        },
+      },
+      { path: '/v1/chat/completions' },
+    )
+    const answer = await post('/v1/chat/completions', traceId, { model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'Hi' }] })
+    expect(answer.status).toBe(200)
+    expect(answer.text.length).toBeGreaterThan(40 * 1024)
+    const record = await persisted(traceId)
+    expect(tokensOf(record)).toEqual({ promptTokens: 7, completionTokens: 9000, totalTokens: 9007, cachedTokens: 0 })
+  })
+
   it('records a streamed chat completion with the usage of its last chunk', async () => {
     const traceId = `trace-stream-${randomUUID()}`
     const answer = await post('/v1/chat/completions', traceId, {
