@@ -1,18 +1,21 @@
 /**
  * Finds the token usage in the end of a response body (an OpenAI JSON reply or SSE stream, whose
- * last `"usage"` object is the one that counts) without parsing the whole body.
+ * last `"usage"` object is the one that counts) without parsing or even decoding the whole body:
+ * it searches the bytes, and only the usage object itself becomes a string. Scanning UTF-8 bytes
+ * for ASCII punctuation is safe: every byte of a multi-byte character is 0x80 or above.
  */
 import type { Usage } from '../../core/context.js'
 
+const USAGE_KEY = Buffer.from('"usage"')
+
 /** Returns the usage in `tail`, or `null` when there is none (or it is cut off). */
 export function extractUsage(tail: Buffer): Usage | null {
-  const text = tail.toString('utf8')
-  let at = text.lastIndexOf('"usage"')
+  let at = tail.lastIndexOf(USAGE_KEY)
   while (at >= 0) {
-    const object = objectAfter(text, at + 7)
+    const object = objectAfter(tail, at + USAGE_KEY.length)
     if (object !== null) return usageOf(object)
-    // lastIndexOf clamps a negative start to 0, which would find the same match again.
-    at = at === 0 ? -1 : text.lastIndexOf('"usage"', at - 1)
+    // A negative offset would count from the end and find the same match again.
+    at = at === 0 ? -1 : tail.lastIndexOf(USAGE_KEY, at - 1)
   }
   return null
 }
@@ -26,19 +29,16 @@ const BACKSLASH = 0x5c
 const OPEN = 0x7b
 const CLOSE = 0x7d
 
-/**
- * The JSON object that follows `"usage"` and a colon, or `null`. Runs on every logged reply, so it
- * scans char codes (indexing a string allocates a one-character string per step).
- */
-function objectAfter(text: string, from: number): Record<string, unknown> | null {
+/** The JSON object that follows `"usage"` and a colon, or `null`. */
+function objectAfter(bytes: Buffer, from: number): Record<string, unknown> | null {
   let i = from
-  for (let c = text.charCodeAt(i); c === SPACE || c === COLON || c === NEWLINE || c === TAB; c = text.charCodeAt(++i));
-  if (text.charCodeAt(i) !== OPEN) return null
+  for (let c = bytes[i]; c === SPACE || c === COLON || c === NEWLINE || c === TAB; c = bytes[++i]);
+  if (bytes[i] !== OPEN) return null
   const start = i
   let depth = 0
   let inString = false
-  for (; i < text.length; i++) {
-    const c = text.charCodeAt(i)
+  for (; i < bytes.length; i++) {
+    const c = bytes[i]
     if (inString) {
       if (c === BACKSLASH) i++
       else if (c === QUOTE) inString = false
@@ -46,7 +46,7 @@ function objectAfter(text: string, from: number): Record<string, unknown> | null
     else if (c === OPEN) depth++
     else if (c === CLOSE && --depth === 0) {
       try {
-        const parsed: unknown = JSON.parse(text.slice(start, i + 1))
+        const parsed: unknown = JSON.parse(bytes.toString('utf8', start, i + 1))
         return parsed !== null && typeof parsed === 'object' ? (parsed as Record<string, unknown>) : null
       } catch {
         return null

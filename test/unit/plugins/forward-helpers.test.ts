@@ -24,6 +24,20 @@ describe('extractUsage', () => {
     expect(extractUsage(Buffer.from('data: {"usage":null}\n\n'))).toBeNull()
   })
 
+  it('reads the usage after multi-byte text, also when the tail starts inside a character', () => {
+    const body = Buffer.from(JSON.stringify({ choices: [{ message: { content: 'héllo wörld {"usage": 😀} \\" }' } }], usage: { prompt_tokens: 6, completion_tokens: 4, total_tokens: 10 } }))
+    const expected = { promptTokens: 6, completionTokens: 4, totalTokens: 10, cachedTokens: 0 }
+    expect(extractUsage(body)).toEqual(expected)
+    // Cut one byte into "é" (0xc3 0xa9): the tail starts with a continuation byte.
+    const cut = body.indexOf(Buffer.from('é')) + 1
+    expect(extractUsage(body.subarray(cut))).toEqual(expected)
+  })
+
+  it('keeps looking before a usage that cannot be read, down to the first byte', () => {
+    expect(extractUsage(Buffer.from('"usage":{"prompt_tokens":2,"total_tokens":2} "usage":null'))).toEqual({ promptTokens: 2, completionTokens: 0, totalTokens: 2, cachedTokens: 0 })
+    expect(extractUsage(Buffer.from('"usage":null'))).toBeNull()
+  })
+
   it('reads embeddings usage (no completion tokens)', () => {
     expect(extractUsage(Buffer.from('{"usage":{"prompt_tokens":8,"total_tokens":8}}'))).toEqual({ promptTokens: 8, completionTokens: 0, totalTokens: 8, cachedTokens: 0 })
   })
