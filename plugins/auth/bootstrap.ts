@@ -164,7 +164,7 @@ export function bootstrapBanner(secret: string, url: string): string {
     `     -d '{"name":"my-app","workspace_id":"<id from above>","scopes":["completions.write"]}'`,
     ' Then call a provider through the gateway with that key:',
     `   curl -s ${url}/v1/chat/completions -H 'x-gateway-api-key: <workspace key>' \\`,
-    `     -H 'x-gateway-provider: openai' -H 'authorization: Bearer $OPENAI_API_KEY' \\`,
+    `     -H 'x-gateway-provider: openai' -H "authorization: Bearer $OPENAI_API_KEY" \\`,
     `     -H 'content-type: application/json' -d '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hello"}]}'`,
     '================================================================================',
     '',

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { DuckDbAdminStore } from '../../../adapters/embedded/duckdb-admin-store.js'
 import { DuckDbDatabase } from '../../../adapters/embedded/duckdb-database.js'
@@ -5,7 +6,7 @@ import { InProcessChangeNotifier } from '../../../adapters/memory/in-process-cha
 import { CHANGE_CHANNELS, type AdminStore, type Logger, type OrganisationRecord } from '../../../core/ports.js'
 import { ADMIN_KEY_SCOPES } from '../../../core/scopes.js'
 import { hashSecret } from '../../../core/secrets.js'
-import { applyBootstrapJwt, seedFirstStart } from '../../../plugins/auth/bootstrap.js'
+import { applyBootstrapJwt, bootstrapBanner, seedFirstStart } from '../../../plugins/auth/bootstrap.js'
 import { authConfigSchema, type AuthConfig } from '../../../plugins/auth/config.js'
 
 const silent: Logger = { debug() {}, info() {}, warn() {}, error() {} }
@@ -123,5 +124,25 @@ describe('applyBootstrapJwt', () => {
     // Key order does not count as a change.
     const reordered = { keys: [{ e: 'AQAB', n: 'sXch', use: 'sig', alg: 'RS256', kid: 'k1', kty: 'RSA' }] }
     expect(await applyBootstrapJwt(store, notifier, bootstrapSettings({ jwks: reordered }), at + 3000, silent)).toBe(false)
+  })
+})
+
+describe('bootstrapBanner', () => {
+  /** The arguments each curl command of the banner passes when pasted into bash (curl replaced by a printer). */
+  function pastedCurlArguments(banner: string): string[][] {
+    const commands = banner.split('\n').filter((line) => line.startsWith('   ') || line.startsWith('     ')).join('\n')
+    const script = `curl() { printf '%s\\n' "$@"; printf -- '----\\n'; }\n${commands}\n`
+    const output = execFileSync('bash', ['-c', script], { env: { PATH: process.env.PATH ?? '', OPENAI_API_KEY: 'sk-from-env' }, encoding: 'utf8' })
+    return output.split('----\n').filter((block) => block.length > 0).map((block) => block.trimEnd().split('\n'))
+  }
+
+  it('prints copy-paste commands that bash runs as intended, the provider key taken from $OPENAI_API_KEY', () => {
+    const banner = bootstrapBanner('gw-secret-123', 'http://localhost:8787')
+    const [workspace, key, chat] = pastedCurlArguments(banner)
+    expect(workspace).toEqual(expect.arrayContaining(['http://localhost:8787/v1/admin/workspaces', 'x-gateway-api-key: gw-secret-123', '{"name":"my-workspace"}']))
+    expect(key).toEqual(expect.arrayContaining(['http://localhost:8787/v1/api-keys/workspace/service', 'x-gateway-api-key: gw-secret-123']))
+    expect(JSON.parse(key?.at(-1) ?? '')).toMatchObject({ name: 'my-app', scopes: ['completions.write'] })
+    expect(chat).toEqual(expect.arrayContaining(['http://localhost:8787/v1/chat/completions', 'x-gateway-provider: openai', 'authorization: Bearer sk-from-env']))
+    expect(JSON.parse(chat?.at(-1) ?? '')).toMatchObject({ model: 'gpt-4o-mini' })
   })
 })
