@@ -23,6 +23,7 @@ export function extractUsage(tail: Buffer): Usage | null {
 const SPACE = 0x20
 const TAB = 0x09
 const NEWLINE = 0x0a
+const RETURN = 0x0d
 const COLON = 0x3a
 const QUOTE = 0x22
 const BACKSLASH = 0x5c
@@ -32,7 +33,7 @@ const CLOSE = 0x7d
 /** The JSON object that follows `"usage"` and a colon, or `null`. */
 function objectAfter(bytes: Buffer, from: number): Record<string, unknown> | null {
   let i = from
-  for (let c = bytes[i]; c === SPACE || c === COLON || c === NEWLINE || c === TAB; c = bytes[++i]);
+  for (let c = bytes[i]; c === SPACE || c === COLON || c === NEWLINE || c === RETURN || c === TAB; c = bytes[++i]);
   if (bytes[i] !== OPEN) return null
   const start = i
   let depth = 0

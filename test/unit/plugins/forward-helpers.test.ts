@@ -38,6 +38,11 @@ describe('extractUsage', () => {
     expect(extractUsage(Buffer.from('"usage":null'))).toBeNull()
   })
 
+  it('reads a pretty-printed usage with CRLF line ends', () => {
+    const body = Buffer.from('{\r\n  "usage" :\r\n  {\r\n    "prompt_tokens": 3,\r\n    "completion_tokens": 1,\r\n    "total_tokens": 4\r\n  }\r\n}')
+    expect(extractUsage(body)).toEqual({ promptTokens: 3, completionTokens: 1, totalTokens: 4, cachedTokens: 0 })
+  })
+
   it('reads embeddings usage (no completion tokens)', () => {
     expect(extractUsage(Buffer.from('{"usage":{"prompt_tokens":8,"total_tokens":8}}'))).toEqual({ promptTokens: 8, completionTokens: 0, totalTokens: 8, cachedTokens: 0 })
   })
