@@ -3,9 +3,11 @@
  * in-memory queue, batched writes, a durable journal while the store is unreachable, and
  * replays without duplicates. The sinks supply a `LogStoreWriter` for their store.
  *
- * - `enqueue` is O(1) and never throws: records go to a ring. When it holds `maxQueue` records the
- *   oldest is dropped and counted. One writer at a time takes up to `batchSize` records from the
- *   head; it starts every `flushIntervalMs` (unref'd timer) and as soon as a batch fills.
+ * - `enqueue` is O(1) and never throws: records go to a ring. When it holds `maxQueue` records its
+ *   oldest batch moves to the journal (so a store that hangs, rather than refuses, cannot make the
+ *   queue drop records while a write waits for its timeout); only a record the journal cannot take
+ *   is dropped and counted. One writer at a time takes up to `batchSize` records from the head; it
+ *   starts every `flushIntervalMs` (unref'd timer) and as soon as a batch fills.
  * - A failed write appends its batch to the journal (fsync'd) and marks the store down. While it
  *   is down, full batches go straight to the journal without contacting the store, and the store
  *   is retried once per tick (and by `flush()`), so a dead store costs one attempt per interval,
@@ -43,7 +45,7 @@ export interface LogBatchingOptions {
   readonly batchSize?: number
   /** Flush timer period, and the retry period while the store is down (default 1000 ms). */
   readonly flushIntervalMs?: number
-  /** Records held in memory before the oldest are dropped (default 100 000). */
+  /** Records held in memory before the oldest batch moves to the journal (default 100 000). */
   readonly maxQueue?: number
   /** Receives loss, journal and write-failure warnings (at most one of each per interval). */
   readonly logger?: Logger
@@ -78,7 +80,10 @@ export class LogBatcher {
   #retryDue = false
   /** The running writer, if any; resolves with the store error that stopped it, or `null`. */
   #draining: Promise<Error | null> | null = null
+  /** Records taken from the queue and not yet written, journaled or dropped. */
   #inFlight = 0
+  /** Journal appends of batches moved out of a full queue (see `#overflow`). */
+  readonly #overflows = new Set<Promise<void>>()
   #enqueued = 0
   /** Enqueued records that left the queue: written, journaled or dropped. */
   #settled = 0
@@ -133,11 +138,7 @@ export class LogBatcher {
         this.#dropAfterClose()
         return
       }
-      if (this.#queue.length >= this.#maxQueue) {
-        this.#queue.shift()
-        this.#settled += 1
-        this.#countDropped(1)
-      }
+      if (this.#queue.length >= this.#maxQueue) this.#overflow()
       this.#queue.push(record)
       if (this.#queue.length >= this.#batchSize && this.#draining === null && this.#started) void this.#drain()
     } catch {
@@ -157,10 +158,12 @@ export class LogBatcher {
     await this.#draining
     let failure: Error | null
     do {
+      // Batches moved out of a full queue are replayed from the journal like any other.
+      await Promise.all(this.#overflows)
       this.#retryDue = true
       failure = await this.#drain()
       // The second condition only guards against a counting slip turning into a busy loop.
-    } while (this.#settled < target && (this.#queue.length > 0 || this.#draining !== null))
+    } while (this.#settled < target && (this.#queue.length > 0 || this.#draining !== null || this.#overflows.size > 0))
     if (failure !== null) throw failure
   }
 
@@ -305,7 +308,7 @@ export class LogBatcher {
       const batch = this.#takeChecked(this.#batchSize)
       owed -= before - this.#queue.length
       if (batch.length === 0) continue
-      this.#inFlight = batch.length
+      this.#inFlight += batch.length
       try {
         await this.#ensurePrepared()
         await this.#store.insertLogs(batch)
@@ -317,7 +320,7 @@ export class LogBatcher {
         return failure
       } finally {
         this.#settled += batch.length
-        this.#inFlight = 0
+        this.#inFlight -= batch.length
       }
     }
     return null
@@ -328,14 +331,37 @@ export class LogBatcher {
     while (this.#queue.length >= minimum && this.#queue.length > 0) {
       const batch = this.#takeChecked(this.#batchSize)
       if (batch.length === 0) continue
-      this.#inFlight = batch.length
+      this.#inFlight += batch.length
       try {
         await this.#toJournal(batch)
       } finally {
         this.#settled += batch.length
-        this.#inFlight = 0
+        this.#inFlight -= batch.length
       }
     }
+  }
+
+  /**
+   * The queue is full: its oldest batch goes to the journal, beside whatever the writer is doing,
+   * and is replayed from there. Before `start()` there is no journal yet, so the oldest record is
+   * dropped instead.
+   */
+  #overflow(): void {
+    if (!this.#started) {
+      this.#queue.shift()
+      this.#settled += 1
+      this.#countDropped(1)
+      return
+    }
+    const batch = this.#takeChecked(this.#batchSize)
+    if (batch.length === 0) return
+    this.#inFlight += batch.length
+    const appended = this.#toJournal(batch).finally(() => {
+      this.#settled += batch.length
+      this.#inFlight -= batch.length
+      this.#overflows.delete(appended)
+    })
+    this.#overflows.add(appended)
   }
 
   /** Takes up to `count` records from the head; those that cannot be stored are dropped and counted. */

@@ -95,24 +95,37 @@ describe('DuckDbLogSink', () => {
     await sink.close()
   })
 
-  it('drops the oldest records when maxQueue is exceeded, counts them and warns', async () => {
-    const logger = fakeLogger()
-    const { sink } = await startSink(await freshPath(), { maxQueue: 100, batchSize: 1000, flushIntervalMs: 25, logger })
+  it('moves the oldest batch of a full queue (maxQueue) to the journal, and writes it from there', async () => {
+    const { sink } = await startSink(await freshPath(), { maxQueue: 100, batchSize: 40, flushIntervalMs: NEVER })
     const records = Array.from({ length: 150 }, () => record())
     for (const item of records) sink.enqueue(item)
-    expect(sink.stats()).toEqual({ queued: 100, written: 0, dropped: 50, journaled: 0 })
-
-    await vi.waitFor(() => expect(logger.warn).toHaveBeenCalled(), { timeout: 5_000 })
-    expect(logger.warn.mock.calls[0]?.[0]).toMatchObject({ dropped: 50 })
+    // Record 101 found the queue full: the oldest 40 are being journaled (still counted as queued), none dropped.
+    expect(sink.stats()).toEqual({ queued: 150, written: 0, dropped: 0, journaled: 0 })
 
     await sink.flush()
-    expect(await sink.count()).toBe(100)
-    expect(await sink.findById(records[0]?.id ?? '')).toBeNull()
-    expect(await sink.findById(records[49]?.id ?? '')).toBeNull()
-    expect(await sink.findById(records[50]?.id ?? '')).not.toBeNull()
-    expect(await sink.findById(records[149]?.id ?? '')).not.toBeNull()
-    expect(sink.stats()).toEqual({ queued: 0, written: 100, dropped: 50, journaled: 0 })
+    expect(await sink.count()).toBe(150)
+    for (const item of [records[0], records[39], records[40], records[149]]) expect(await sink.findById(item?.id ?? '')).not.toBeNull()
+    expect(sink.stats()).toEqual({ queued: 0, written: 150, dropped: 0, journaled: 0 })
     await sink.close()
+  })
+
+  it('drops and counts what a full queue cannot hand to the journal either, and warns', async () => {
+    const logger = fakeLogger()
+    // A journal of 1 byte takes nothing.
+    const { sink } = await startSink(await freshPath(), { maxQueue: 100, batchSize: 1000, flushIntervalMs: NEVER, journalMaxBytes: 1, logger })
+    const records = Array.from({ length: 150 }, () => record())
+    for (const item of records) sink.enqueue(item)
+    await vi.waitFor(() => expect(sink.stats()).toEqual({ queued: 50, written: 0, dropped: 100, journaled: 0 }), { timeout: 5_000 })
+
+    await sink.flush()
+    expect(await sink.count()).toBe(50)
+    expect(await sink.findById(records[99]?.id ?? '')).toBeNull()
+    expect(await sink.findById(records[100]?.id ?? '')).not.toBeNull()
+    expect(sink.stats()).toEqual({ queued: 0, written: 50, dropped: 100, journaled: 0 })
+    await sink.close()
+    // One warning for the interval's drops, not one per record.
+    const dropWarnings = logger.warn.mock.calls.filter(([, message]) => message === 'request log records dropped')
+    expect(dropWarnings.map(([fields]) => fields)).toEqual([expect.objectContaining({ dropped: 100, totalDropped: 100 })])
   })
 
   it('starts writing as soon as a batch fills, without waiting for the timer', async () => {
