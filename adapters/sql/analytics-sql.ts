@@ -334,7 +334,7 @@ export class SqlLogQueries {
 
   /** `FROM` source of the current feedback entries of the filter's organisation. */
   #feedbackFrom(filter: LogFilter): string {
-    return `(${currentFeedbackSql(this.#d, filter.scope.organisationId)}) AS current_feedback`
+    return `(${currentFeedbackSql(this.#d, filter.scope)}) AS current_feedback`
   }
 
   /** Feedback created in the range whose trace has a request matching the filter. */
@@ -453,7 +453,7 @@ export class SqlLogQueries {
     if (rows.length === 0) rows = await this.#run(`${base} AND trace_id = ${d.str(id)} ORDER BY ${descending} LIMIT 1`)
     const row = rows[0]
     if (row === undefined) return null
-    const weights = await this.#traceFeedback(scope.organisationId, [String(row.trace_id)])
+    const weights = await this.#traceFeedback(scope, [String(row.trace_id)])
     return this.#toStoredLog(row, weights)
   }
 
@@ -501,7 +501,7 @@ export class SqlLogQueries {
       const after = cursor === null ? '' : ` AND ${d.logAfter(cursor.createdAtMs, cursor.id)}`
       const rows = await this.#run(`SELECT ${d.logColumns} FROM ${d.logsTable} WHERE ${where}${after} ORDER BY ${d.logOrder} LIMIT ${d.int(take)}`)
       if (rows.length === 0) return
-      const weights = await this.#traceFeedback(filter.scope.organisationId, [...new Set(rows.map((row) => String(row.trace_id)))])
+      const weights = await this.#traceFeedback(filter.scope, [...new Set(rows.map((row) => String(row.trace_id)))])
       const logs = rows.map((row) => this.#toStoredLog(row, weights))
       remaining -= logs.length
       const last = logs[logs.length - 1] as StoredLog
@@ -512,13 +512,13 @@ export class SqlLogQueries {
   }
 
   /** Average weighted feedback per trace (only traces that have feedback). */
-  async #traceFeedback(organisationId: string, traceIds: readonly string[]): Promise<Map<string, number>> {
+  async #traceFeedback(scope: LogScope, traceIds: readonly string[]): Promise<Map<string, number>> {
     const weights = new Map<string, number>()
     if (traceIds.length === 0) return weights
     const d = this.#d
     const only = `trace_id IN (${traceIds.map((trace) => d.str(trace)).join(', ')})`
     const rows = await this.#run(
-      `SELECT fb_trace, sum(fb_value * fb_weight) AS weighted, count(*) AS n FROM (${currentFeedbackSql(d, organisationId, only)}) AS current_feedback GROUP BY fb_trace`,
+      `SELECT fb_trace, sum(fb_value * fb_weight) AS weighted, count(*) AS n FROM (${currentFeedbackSql(d, scope, only)}) AS current_feedback GROUP BY fb_trace`,
     )
     for (const row of rows) weights.set(String(row.fb_trace), ratio(toNumber(row.weighted), toNumber(row.n)))
     return weights

@@ -49,13 +49,18 @@ function centsToNano(cents: number, direction: 'min' | 'max'): number {
 }
 
 /**
- * Subquery: the current version of every feedback entry of the organisation, as
+ * Subquery: the current version of every feedback entry the scope sees, as
  * `(id, fb_trace, fb_value, fb_weight, fb_created_ms)`. Versions are rows with the same id; the
- * one with the greatest update time wins (ClickHouse merges may not have run yet).
+ * one with the greatest update time wins (ClickHouse merges may not have run yet). A workspace
+ * sees its own feedback and the organisation's (given with an organisation key), never another
+ * workspace's: trace ids are chosen by clients, so two workspaces may share one.
  */
-export function currentFeedbackSql(dialect: SqlDialect, organisationId: string, extraCondition?: string): string {
+export function currentFeedbackSql(dialect: SqlDialect, scope: LogScope, extraCondition?: string): string {
   const v = dialect.feedbackVersion
-  return `SELECT id, ${dialect.argMax('trace_id', v)} AS fb_trace, ${dialect.argMax('value', v)} AS fb_value, ${dialect.argMax('weight', v)} AS fb_weight, ${dialect.argMax(dialect.feedbackCreatedAtMs, v)} AS fb_created_ms FROM ${dialect.feedbackTable} WHERE organisation_id = ${dialect.str(organisationId)}${extraCondition === undefined ? '' : ` AND ${extraCondition}`} GROUP BY id`
+  let where = `organisation_id = ${dialect.str(scope.organisationId)}`
+  if (scope.workspaceId !== null) where += ` AND (workspace_id = ${dialect.str(scope.workspaceId)} OR ${dialect.noWorkspace})`
+  if (extraCondition !== undefined) where += ` AND ${extraCondition}`
+  return `SELECT id, ${dialect.argMax('trace_id', v)} AS fb_trace, ${dialect.argMax('value', v)} AS fb_value, ${dialect.argMax('weight', v)} AS fb_weight, ${dialect.argMax(dialect.feedbackCreatedAtMs, v)} AS fb_created_ms FROM ${dialect.feedbackTable} WHERE ${where} GROUP BY id`
 }
 
 /** Compiles the whole filter; the result is a condition for `WHERE`. */
@@ -92,7 +97,7 @@ export function logFilterCondition(dialect: SqlDialect, filter: LogFilter): stri
   const weighted = filter.weightedFeedback
   if (weighted !== undefined && (weighted.min !== undefined || weighted.max !== undefined)) {
     const having = range(dialect, 'avg(fb_value * fb_weight)', weighted).join(' AND ')
-    parts.push(`trace_id IN (SELECT fb_trace FROM (${currentFeedbackSql(dialect, filter.scope.organisationId)}) AS current_feedback GROUP BY fb_trace HAVING ${having})`)
+    parts.push(`trace_id IN (SELECT fb_trace FROM (${currentFeedbackSql(dialect, filter.scope)}) AS current_feedback GROUP BY fb_trace HAVING ${having})`)
   }
   return parts.join(' AND ')
 }

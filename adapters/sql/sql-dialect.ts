@@ -60,6 +60,8 @@ export interface SqlDialect {
   readonly feedbackVersion: string
   readonly feedbackCreatedAtMs: string
   readonly feedbackUpdatedAtMs: string
+  /** Condition: the row belongs to no workspace (feedback given with an organisation key). */
+  readonly noWorkspace: string
   /** Expression: 1 where `condition` holds, else 0 (the same integer on both engines). */
   flag(condition: string): string
 }
@@ -121,6 +123,7 @@ export function clickHouseDialect(database: string): SqlDialect {
     feedbackVersion: 'updated_at_ms',
     feedbackCreatedAtMs: 'created_at_ms',
     feedbackUpdatedAtMs: 'updated_at_ms',
+    noWorkspace: "workspace_id = ''",
     flag: (condition) => `if(${condition}, 1, 0)`,
   }
 }
@@ -158,6 +161,7 @@ export function duckDbDialect(): SqlDialect {
     feedbackVersion: 'updated_at',
     feedbackCreatedAtMs: 'epoch_ms(created_at)',
     feedbackUpdatedAtMs: 'epoch_ms(updated_at)',
+    noWorkspace: 'workspace_id IS NULL',
     flag: (condition) => `CASE WHEN ${condition} THEN 1 ELSE 0 END`,
   }
 }

@@ -3,7 +3,7 @@
  * from it in plain TypeScript (never by SQL), following the definitions documented in
  * adapters/sql/analytics-sql.ts.
  */
-import type { AnalyticsValue, CacheStatus, FeedbackRecord, GraphName, GroupName, LogFilter, LogRecord } from '../../core/logs.js'
+import type { AnalyticsValue, CacheStatus, FeedbackRecord, GraphName, GroupName, LogFilter, LogRecord, LogScope } from '../../core/logs.js'
 
 export const ORG_A = 'org-a'
 export const ORG_B = 'org-b'
@@ -163,10 +163,16 @@ export function expectedStep(from: number, to: number): number {
   return 604_800
 }
 
-function traceWeights(feedback: readonly FeedbackRecord[], organisationId: string): Map<string, number> {
+/** Feedback a scope sees: its organisation's, and within a workspace only that workspace's and the organisation-wide entries. */
+export function feedbackVisible(entry: FeedbackRecord, scope: LogScope): boolean {
+  if (entry.organisationId !== scope.organisationId) return false
+  return scope.workspaceId === null || entry.workspaceId === null || entry.workspaceId === scope.workspaceId
+}
+
+function traceWeights(feedback: readonly FeedbackRecord[], scope: LogScope): Map<string, number> {
   const sums = new Map<string, { sum: number; n: number }>()
   for (const entry of feedback) {
-    if (entry.organisationId !== organisationId) continue
+    if (!feedbackVisible(entry, scope)) continue
     const acc = sums.get(entry.traceId) ?? { sum: 0, n: 0 }
     acc.sum += entry.value * entry.weight
     acc.n += 1
@@ -235,11 +241,11 @@ export class Expected {
     readonly filter: LogFilter,
   ) {
     const current = currentFeedback(set.feedbackVersions)
-    this.weights = traceWeights(current, filter.scope.organisationId)
+    this.weights = traceWeights(current, filter.scope)
     this.rows = set.logs.filter((log) => matches(log, filter, this.weights))
     const traces = new Set(this.rows.map((log) => log.traceId))
     this.feedback = current.filter(
-      (entry) => entry.organisationId === filter.scope.organisationId && traces.has(entry.traceId) && entry.createdAt >= filter.from && entry.createdAt <= filter.to,
+      (entry) => feedbackVisible(entry, filter.scope) && traces.has(entry.traceId) && entry.createdAt >= filter.from && entry.createdAt <= filter.to,
     )
     this.step = expectedStep(filter.from, filter.to)
     this.starts = []
