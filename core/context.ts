@@ -199,10 +199,13 @@ export class RequestContext {
   /** How the exchange ended. written by: core */
   outcome: Outcome | null = null
   /**
-   * The last bytes of the response body (at most 16 KiB), for usage extraction. For a whole (not
-   * streamed) body it is a view on the reply's bytes: read it in onLog, do not keep it. written by: core
+   * The last bytes of the response body (at most 16 KiB), for usage extraction and the logged body.
+   * For a whole (not streamed) body it is a view on the reply's bytes, so it is readable during
+   * onLog only (the pipeline clears it afterwards). written by: core
    */
   responseTail: Buffer | null = null
+  /** Whether the response body was longer than `responseTail` (only its end was kept). written by: core */
+  responseTailCut = false
   /**
    * What an Admin API action did, for the audit log: whether its entry is already stored (with the
    * change, in one transaction) and which workspace and resource it touched. written by: admin-api

@@ -160,6 +160,9 @@ export class Pipeline {
       this.#logger.error({ err: error, group: this.group, requestId: ctx.requestId }, 'sending the reply failed')
     }
     this.#runOnLog(ctx)
+    // A whole reply's tail is a view on its bytes: nothing may keep them alive past onLog (budget
+    // settlement, for one, holds the context for a round trip).
+    ctx.responseTail = null
   }
 
   /** Turns an error into a reply in this group's shape and records it in `ctx.error`. */

@@ -105,8 +105,11 @@ export class UwsExchange implements ClientExchange {
       })
       this.#ended = true
       ctx.firstByteAt = performance.now()
-      // No copy here: the exchange is over, and onLog, the tail's only reader, runs before the context is dropped.
-      if (body instanceof Uint8Array) ctx.responseTail = endOf(body)
+      // No copy: the exchange is over, and the pipeline drops the tail once onLog has read it.
+      if (body instanceof Uint8Array) {
+        ctx.responseTail = endOf(body)
+        ctx.responseTailCut = body.byteLength > TAIL_BYTES
+      }
       this.#finish(ctx, ctx.error === null ? 'completed' : 'errored')
       return undefined
     }
@@ -148,6 +151,7 @@ export class UwsExchange implements ClientExchange {
     let started = false
     let previous: Buffer | null = null
     let last: Buffer | null = null
+    let received = 0
 
     return new Promise((resolve) => {
       let settled = false
@@ -156,6 +160,7 @@ export class UwsExchange implements ClientExchange {
         settled = true
         this.#onAbort = null
         ctx.responseTail = tailOf(previous, last)
+        ctx.responseTailCut = received > (ctx.responseTail?.length ?? 0)
         this.#finish(ctx, outcome)
         resolve()
       }
@@ -178,6 +183,7 @@ export class UwsExchange implements ClientExchange {
         if (this.#aborted) return
         previous = last
         last = chunk
+        received += chunk.length
         const out = parser === null ? chunk : transformed(ctx, parser.push(chunk), transform as EventTransform)
         if (out.length === 0) return
         let writable = true

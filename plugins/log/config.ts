@@ -9,7 +9,7 @@ export const logConfigSchema = z
      * Whether records keep the request and response bodies (off by default: bodies may hold
      * personal data and dominate the log store's size). Each body is cut at `maxBytes` bytes and
      * then ends with a `[truncated]` marker. The response body is what the gateway still holds of
-     * the reply when it ends: its last 16 KiB.
+     * the reply when it ends, its last 16 KiB: a longer reply's logged body starts with the marker.
      */
     bodies: z
       .object({

@@ -12,7 +12,7 @@ export interface RecordOptions {
 }
 
 /** Appended to a body cut at the size limit. */
-export const TRUNCATED_MARKER = '[truncated]'
+const TRUNCATED_MARKER = '[truncated]'
 
 /** Parses `x-gateway-metadata` (a JSON object of strings); anything else yields `null`. */
 export function parseMetadata(raw: string | undefined, maxBytes: number): Record<string, string> | null {
@@ -40,11 +40,14 @@ export function recordCost(prices: PriceTable, provider: string | null, model: s
   return price === null ? 0 : costNanoUsd(price, usage)
 }
 
-/** The first `maxBytes` bytes of `bytes` as text, marked when cut. */
-export function cappedBody(bytes: Buffer | null, maxBytes: number): string | null {
+/**
+ * The first `maxBytes` bytes of `bytes` as text, marked at the end when cut; `startCut` says the
+ * bytes are only the end of the body (the response tail), marked at the start.
+ */
+export function cappedBody(bytes: Buffer | null, maxBytes: number, startCut = false): string | null {
   if (bytes === null) return null
-  if (bytes.length <= maxBytes) return bytes.toString('utf8')
-  return `${bytes.toString('utf8', 0, maxBytes)}${TRUNCATED_MARKER}`
+  const text = bytes.length <= maxBytes ? bytes.toString('utf8') : `${bytes.toString('utf8', 0, maxBytes)}${TRUNCATED_MARKER}`
+  return startCut ? `${TRUNCATED_MARKER}${text}` : text
 }
 
 export function toLogRecord(ctx: RequestContext, options: RecordOptions): LogRecord {
@@ -90,6 +93,6 @@ export function toLogRecord(ctx: RequestContext, options: RecordOptions): LogRec
     errorType: error?.type ?? null,
     metadata,
     requestBody: maxBodyBytes === null ? null : cappedBody(ctx.rawBody, maxBodyBytes),
-    responseBody: maxBodyBytes === null ? null : cappedBody(ctx.responseTail, maxBodyBytes),
+    responseBody: maxBodyBytes === null ? null : cappedBody(ctx.responseTail, maxBodyBytes, ctx.responseTailCut),
   }
 }

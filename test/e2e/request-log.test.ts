@@ -372,4 +372,27 @@ describe('request log with bodies kept', () => {
     expect(stored?.requestBody).toBe(`${JSON.stringify({ model: 'text-embedding-3-small', input: 'a much longer input that does not fit in forty bytes' }).slice(0, 40)}[truncated]`)
     expect(stored?.responseBody).toBe(`${answer.slice(0, 40)}[truncated]`)
   })
+
+  it('marks a logged response longer than the 16 KiB the gateway holds as cut at its start', async () => {
+    const made = await bodies.workspaceKey(['completions.write'])
+    const sink = bodies.wiring.logSink as DuckDbLogSink
+    const spy = vi.spyOn(sink, 'enqueue')
+    const traceId = `trace-bodies-large-${randomUUID()}`
+    mock.next({ type: 'raw', body: `{"pad":"${'p'.repeat(20 * 1024)}","end":"last-bytes"}`, headers: { 'content-type': 'application/json' } }, { path: '/v1/embeddings' })
+    const response = await fetch(`${bodies.url}/v1/embeddings`, {
+      method: 'POST',
+      headers: { ...headers(traceId), 'x-gateway-api-key': made.key },
+      body: JSON.stringify({ model: 'text-embedding-3-small', input: 'a' }),
+    })
+    expect(response.status).toBe(200)
+    expect((await response.text()).length).toBeGreaterThan(20 * 1024)
+    const record = await vi.waitFor(() => {
+      const found = spy.mock.calls.map(([item]) => item).find((item) => item.traceId === traceId)
+      if (found === undefined) throw new Error('not enqueued yet')
+      return found
+    })
+    spy.mockRestore()
+    // The held tail is 16 KiB of padding and the end; the first 40 bytes of it are padding.
+    expect(record.responseBody).toBe(`[truncated]${'p'.repeat(40)}[truncated]`)
+  })
 })

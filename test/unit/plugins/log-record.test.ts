@@ -21,4 +21,9 @@ describe('log record helpers', () => {
     expect(cappedBody(Buffer.from('abcd'), 4)).toBe('abcd')
     expect(cappedBody(Buffer.from('abcdef'), 4)).toBe('abcd[truncated]')
   })
+
+  it('marks at the start a tail that is only the end of the body', () => {
+    expect(cappedBody(Buffer.from('wxyz'), 4, true)).toBe('[truncated]wxyz')
+    expect(cappedBody(Buffer.from('uvwxyz'), 4, true)).toBe('[truncated]uvwx[truncated]')
+  })
 })
