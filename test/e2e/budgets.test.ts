@@ -322,7 +322,8 @@ describe('rate limits and budgets together (Redis)', () => {
         usage_limits: { type: 'tokens', credit_limit: 1_000_000 },
       })
       expect(created.status).toBe(200)
-      // Every script call, by script.
+      // Every script call on this key's counters or buckets, by script (other test files share the Redis server).
+      const keyId = String(created.body.id)
       const sha = (source: string): string => createHash('sha1').update(source).digest('hex')
       const names = new Map([
         [sha(ACQUIRE_SCRIPT), 'acquire'],
@@ -331,7 +332,7 @@ describe('rate limits and budgets together (Redis)', () => {
       ])
       const scripts = new Map<string, number>()
       monitor.on('monitor', (_time: string, args: string[]) => {
-        if (!/^evalsha$/i.test(args[0] ?? '')) return
+        if (!/^evalsha$/i.test(args[0] ?? '') || !args.slice(3).some((arg) => arg.includes(keyId))) return
         const name = names.get(args[1] ?? '') ?? 'other'
         scripts.set(name, (scripts.get(name) ?? 0) + 1)
       })
