@@ -260,9 +260,9 @@ describe('request log', () => {
       outcome: 'errored',
       errorCode: 'GW_REQ_PROVIDER_UNKNOWN',
       errorType: 'invalid_request_error',
-      promptTokens: null,
       costNanoUsd: null,
     })
+    expect(tokensOf(record)).toEqual({ promptTokens: null, completionTokens: null, totalTokens: null, cachedTokens: null })
   })
 
   it('records the generated trace id, the one echoed to the client, when none is sent', async () => {
@@ -332,9 +332,9 @@ describe('request log', () => {
       streaming: true,
       status: 200,
       outcome: 'aborted',
-      totalTokens: null,
       costNanoUsd: null,
     })
+    expect(tokensOf(record)).toEqual({ promptTokens: null, completionTokens: null, totalTokens: null, cachedTokens: null })
   })
 })
 

@@ -147,7 +147,7 @@ describe('virtual-key plugin', () => {
     for (const name of [key.slug, key.id]) {
       const { ctx, result } = await run(name)
       expect(result).toBeUndefined()
-      expect(ctx.credential).toEqual({ virtualKeySlug: expect.any(String), provider: 'openai', apiKey: 'sk-first', customHost: 'http://127.0.0.1:9/v1', modelConfig: { apiVersion: '2024-06-01' } })
+      expect(ctx.credential).toEqual({ virtualKeySlug: key.slug, provider: 'openai', apiKey: 'sk-first', customHost: 'http://127.0.0.1:9/v1', modelConfig: { apiVersion: '2024-06-01' } })
       expect(ctx.virtualKey).toEqual({ kind: 'virtual-key', id: key.id, label: `virtual key ${key.slug}`, rateLimits: key.rateLimits, usageLimits: [key.usageLimits] })
     }
   })
