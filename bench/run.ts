@@ -17,11 +17,13 @@ const root = fileURLToPath(new URL('../../', import.meta.url))
 const resultsDir = join(root, 'bench', 'results')
 const gatewayMain = join(root, 'dist', 'config', 'main.js')
 
-const envNumber = (name: string, fallback: number): number => {
+const envNumber = (name: string, fallback: number, least: 'positive' | 'zero' = 'positive'): number => {
   const raw = process.env[name]
   if (raw === undefined || raw.trim() === '') return fallback
   const n = Number(raw)
-  if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a positive number, got '${raw}'`)
+  if (!Number.isFinite(n) || n < 0 || (n === 0 && least === 'positive')) {
+    throw new Error(`${name} must be a ${least === 'positive' ? 'positive' : 'non-negative'} number, got '${raw}'`)
+  }
   return n
 }
 
@@ -36,7 +38,7 @@ const options = {
   forceNodeDriver: process.env.BENCH_CLOSED_DRIVER === 'node',
   modes: (process.env.BENCH_MODES ?? 'json,stream').split(',').map((s) => s.trim()).filter((s) => s !== ''),
   // Paired req/s ratios: bare and gateway alternate in short closed-loop slices (0 rounds: off).
-  pairedRounds: envNumber('BENCH_PAIRED_ROUNDS', 5),
+  pairedRounds: envNumber('BENCH_PAIRED_ROUNDS', 5, 'zero'),
   pairedSliceS: envNumber('BENCH_PAIRED_SLICE_S', 3),
   // 1: the server under test (bare forwarder or gateway) gets CPU 0 to itself; this process, the
   // load drivers, the mock, Redis and ClickHouse share the other CPUs (Linux `taskset`).
