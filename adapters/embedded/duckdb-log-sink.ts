@@ -13,6 +13,7 @@
  * - `start()` creates the tables and upgrades a table written by an older version
  *   (duckdb-log-migration.ts); it fails when that fails (a local file has no reason to be away).
  */
+import { randomUUID } from 'node:crypto'
 import { rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
@@ -189,8 +190,8 @@ class DuckDbLogStore implements LogStoreWriter {
   async insertLogs(records: readonly LogRecord[]): Promise<void> {
     const session = this.#session()
     const file = join(this.#stagingDirectory, `.request-logs-${process.pid}-${++this.#batchNumber}.jsonl`)
-    await writeFile(file, await serialiseInSlices(records, toJsonLine))
     try {
+      await writeFile(file, await serialiseInSlices(records, toJsonLine))
       await session.run(insertBatchSql(file))
     } finally {
       await rm(file, { force: true })
@@ -238,15 +239,16 @@ class DuckDbLogStore implements LogStoreWriter {
 export class DuckDbLogSink implements LogSink {
   readonly #database: DuckDbDatabase
   readonly #batcher: LogBatcher
+  /** A journal directory made up for an in-memory database: nothing can replay it later, so `close()` removes it. */
+  readonly #throwawayJournal: string | null
   #session: DuckDbSession | null = null
 
   constructor(database: DuckDbDatabase, options: DuckDbLogSinkOptions = {}) {
     this.#database = database
     const inMemory = database.path === ':memory:'
     const stagingDirectory = options.stagingDirectory ?? (inMemory ? tmpdir() : dirname(database.path))
-    const journalDirectory =
-      options.journalDirectory ??
-      (inMemory ? join(tmpdir(), `gw-log-journal-${process.pid}-${Date.now()}`) : join(dirname(database.path), 'log-journal', 'duckdb'))
+    this.#throwawayJournal = options.journalDirectory === undefined && inMemory ? join(tmpdir(), `gw-log-journal-${process.pid}-${randomUUID()}`) : null
+    const journalDirectory = options.journalDirectory ?? this.#throwawayJournal ?? join(dirname(database.path), 'log-journal', 'duckdb')
     const journal = new FileJournal({ directory: journalDirectory, maxBytes: options.journalMaxBytes ?? DEFAULT_JOURNAL_MAX_BYTES })
     this.#batcher = new LogBatcher('duckdb', new DuckDbLogStore(() => this.#open(), stagingDirectory), journal, options)
   }
@@ -286,6 +288,7 @@ export class DuckDbLogSink implements LogSink {
       const session = this.#session
       this.#session = null
       await session?.close()
+      if (this.#throwawayJournal !== null) await rm(this.#throwawayJournal, { recursive: true, force: true })
     }
   }
 

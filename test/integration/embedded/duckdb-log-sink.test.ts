@@ -135,6 +135,18 @@ describe('DuckDbLogSink', () => {
     await sink.close()
   })
 
+  it('removes the journal directory it made up for an in-memory database when it closes', async () => {
+    const mine = async (): Promise<string[]> => (await readdir(tmpdir())).filter((name) => name.startsWith(`gw-log-journal-${process.pid}-`))
+    const before = await mine()
+    const database = new DuckDbDatabase({ path: ':memory:' })
+    databases.push(database)
+    const sink = new DuckDbLogSink(database, { flushIntervalMs: NEVER })
+    await sink.start()
+    expect((await mine()).filter((name) => !before.includes(name))).toHaveLength(1)
+    await sink.close()
+    expect((await mine()).filter((name) => !before.includes(name))).toEqual([])
+  })
+
   it('writes on the timer tick', async () => {
     const { sink } = await startSink(await freshPath(), { batchSize: 1000, flushIntervalMs: 25 })
     sink.enqueue(record())
