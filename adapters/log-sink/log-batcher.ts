@@ -268,24 +268,29 @@ export class LogBatcher {
         await this.#quarantine(entry, asError(error))
         continue
       }
+      // A batch whose records no longer pass the checks can never be stored: set it aside. Only
+      // the checks decide that; any error from the store means the store is down.
+      let logs: LogRecord[] | null = null
+      let feedback: FeedbackRecord[] | null = null
+      try {
+        if (entry.kind === 'logs') logs = items.map((item) => checkLogRecord(item as LogRecord))
+        else feedback = items.map((item) => checkFeedbackRecord(item as FeedbackRecord))
+      } catch (error) {
+        await this.#quarantine(entry, asError(error))
+        continue
+      }
       try {
         await this.#ensurePrepared()
-        if (entry.kind === 'logs') {
-          const records = items.map((item) => checkLogRecord(item as LogRecord))
-          const stored = await this.#store.existingLogIds(records)
-          const missing = stored.size === 0 ? records : records.filter((record) => !stored.has(record.id))
+        if (logs !== null) {
+          const stored = await this.#store.existingLogIds(logs)
+          const missing = stored.size === 0 ? logs : logs.filter((record) => !stored.has(record.id))
           if (missing.length > 0) await this.#store.insertLogs(missing)
-        } else {
-          const records = items.map((item) => checkFeedbackRecord(item as FeedbackRecord))
-          const stored = await this.#store.existingFeedback(records)
-          const missing = records.filter((record) => !stored.has(feedbackVersionKey(record.id, record.updatedAt)))
+        } else if (feedback !== null) {
+          const stored = await this.#store.existingFeedback(feedback)
+          const missing = feedback.filter((record) => !stored.has(feedbackVersionKey(record.id, record.updatedAt)))
           if (missing.length > 0) await this.#store.insertFeedback(missing)
         }
       } catch (error) {
-        if (error instanceof TypeError) {
-          await this.#quarantine(entry, error)
-          continue
-        }
         return this.#noteFailure(asError(error))
       }
       this.#down = false
