@@ -13,23 +13,21 @@
  * plane out of a load balancer because analytics are unavailable. A failed query rejects with a generic message; the
  * server's text (which may quote the query) is kept only as the `cause`, for the process log.
  */
-import { createClient, type ClickHouseClient } from '@clickhouse/client'
+import type { ClickHouseClient } from '@clickhouse/client'
 import type { HealthStatus } from '../../core/ports.js'
 import type { SqlResultRow } from '../sql/analytics-sql.js'
 import { SqlLogAnalytics } from '../sql/sql-log-analytics.js'
 import { clickHouseDialect } from '../sql/sql-dialect.js'
-import { clickHouseFeedbackDdl, clickHouseRequestLogDdl } from './clickhouse-schema.js'
+import { clickHouseLogClient, logDatabaseOf, prepareClickHouseLogTables } from './clickhouse-connection.js'
 
 export interface ClickHouseLogAnalyticsOptions {
-  /** HTTP interface URL, e.g. `http://user:password@host:8123`. */
+  /** HTTP interface URL, e.g. `http://user:password@host:8123` (a path is ignored: see `database`). */
   readonly url: string
   /** Database holding `request_logs` and `feedback` (default `gateway`); `[A-Za-z_][A-Za-z0-9_]*`. */
   readonly database?: string
   /** Per-query timeout (default 30 s). */
   readonly requestTimeoutMs?: number
 }
-
-const DATABASE_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
 
 export class ClickHouseLogAnalytics extends SqlLogAnalytics {
   readonly #url: string
@@ -39,8 +37,7 @@ export class ClickHouseLogAnalytics extends SqlLogAnalytics {
   #prepared = false
 
   constructor(options: ClickHouseLogAnalyticsOptions) {
-    const database = options.database ?? 'gateway'
-    if (!DATABASE_NAME.test(database)) throw new TypeError(`invalid ClickHouse database name: ${JSON.stringify(database)}`)
+    const database = logDatabaseOf(options.database)
     super(clickHouseDialect(database), (sql) => this.#query(sql))
     this.#url = options.url
     this.#database = database
@@ -49,16 +46,14 @@ export class ClickHouseLogAnalytics extends SqlLogAnalytics {
 
   async start(): Promise<void> {
     if (this.#client !== null) return
-    this.#client = createClient({ url: this.#url, request_timeout: this.#timeoutMs })
+    this.#client = clickHouseLogClient(this.#url, this.#timeoutMs)
     // Unreachable now: retried before the first query (see the header).
     await this.#prepare(this.#client).catch(() => undefined)
   }
 
   async #prepare(client: ClickHouseClient): Promise<void> {
     try {
-      await client.command({ query: `CREATE DATABASE IF NOT EXISTS ${this.#database}` })
-      await client.command({ query: clickHouseRequestLogDdl(this.#database) })
-      await client.command({ query: clickHouseFeedbackDdl(this.#database) })
+      await prepareClickHouseLogTables(client, this.#database)
     } catch (error) {
       throw new Error('ClickHouse log analytics could not prepare its tables', { cause: error })
     }

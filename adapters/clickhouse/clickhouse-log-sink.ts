@@ -17,13 +17,14 @@
  *   directory serves one gateway process.
  */
 import { Readable } from 'node:stream'
-import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client'
+import type { ClickHouseClient } from '@clickhouse/client'
 import type { FeedbackRecord, HealthStatus, LogRecord, LogSink, LogSinkStats, Logger } from '../../core/ports.js'
 import { FileJournal } from '../log-sink/file-journal.js'
 import { LogBatcher, type LogBatchingOptions, type LogStoreWriter } from '../log-sink/log-batcher.js'
 import { feedbackVersionKey, metadataLists, serialiseInSlices } from '../log-sink/log-records.js'
 import { quoteInteger, quoteString } from '../sql/sql-literals.js'
-import { CLICKHOUSE_FEEDBACK_TABLE, CLICKHOUSE_REQUEST_LOG_TABLE, clickHouseFeedbackDdl, clickHouseRequestLogDdl } from './clickhouse-schema.js'
+import { clickHouseLogClient, logDatabaseOf, prepareClickHouseLogTables } from './clickhouse-connection.js'
+import { CLICKHOUSE_FEEDBACK_TABLE, CLICKHOUSE_REQUEST_LOG_TABLE } from './clickhouse-schema.js'
 
 export interface ClickHouseLogSinkOptions extends LogBatchingOptions {
   /** HTTP interface URL, e.g. `http://user:password@host:8123` (a path is ignored: see `database`). */
@@ -38,7 +39,6 @@ export interface ClickHouseLogSinkOptions extends LogBatchingOptions {
   readonly requestTimeoutMs?: number
 }
 
-const DATABASE_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
 const DEFAULT_JOURNAL_MAX_BYTES = 1_073_741_824
 /** Ids per existence query: keeps each query far below ClickHouse's 256 KiB `max_query_size`. */
 const IDS_PER_QUERY = 500
@@ -123,11 +123,8 @@ class ClickHouseLogStore implements LogStoreWriter {
     this.#database = database
   }
 
-  async prepare(): Promise<void> {
-    const client = this.#client()
-    await client.command({ query: `CREATE DATABASE IF NOT EXISTS ${this.#database}` })
-    await client.command({ query: clickHouseRequestLogDdl(this.#database) })
-    await client.command({ query: clickHouseFeedbackDdl(this.#database) })
+  prepare(): Promise<void> {
+    return prepareClickHouseLogTables(this.#client(), this.#database)
   }
 
   async insertLogs(records: readonly LogRecord[]): Promise<void> {
@@ -184,38 +181,28 @@ WHERE organisation_id IN ${inList(part.map((record) => record.organisationId))}
 
 export class ClickHouseLogSink implements LogSink {
   readonly #url: string
-  readonly #database: string
   readonly #timeoutMs: number
   readonly #logger: Logger | null
+  readonly #store: ClickHouseLogStore
   readonly #batcher: LogBatcher
   #client: ClickHouseClient | null = null
 
   constructor(options: ClickHouseLogSinkOptions) {
-    const database = options.database ?? 'gateway'
-    if (!DATABASE_NAME.test(database)) throw new TypeError(`invalid ClickHouse database name: ${JSON.stringify(database)}`)
-    const url = new URL(options.url)
-    url.pathname = '/'
-    this.#url = url.toString()
-    this.#database = database
+    const database = logDatabaseOf(options.database)
+    this.#url = options.url
     this.#timeoutMs = options.requestTimeoutMs ?? 30_000
     this.#logger = options.logger ?? null
     const journal = new FileJournal({ directory: options.journalDirectory, maxBytes: options.journalMaxBytes ?? DEFAULT_JOURNAL_MAX_BYTES })
-    this.#batcher = new LogBatcher('clickhouse', new ClickHouseLogStore(() => this.#open(), database), journal, options)
-  }
-
-  /** The database the sink writes to. */
-  get database(): string {
-    return this.#database
+    this.#store = new ClickHouseLogStore(() => this.#open(), database)
+    this.#batcher = new LogBatcher('clickhouse', this.#store, journal, options)
   }
 
   async start(): Promise<void> {
     if (this.#client !== null) return
-    // The client is built without a database: the one named here may not exist yet. Its own
-    // logger would print every failed request to stderr; the batcher reports them, rate limited.
-    this.#client = createClient({ url: this.#url, request_timeout: this.#timeoutMs, log: { level: ClickHouseLogLevel.OFF } })
+    this.#client = clickHouseLogClient(this.#url, this.#timeoutMs)
     let prepared = true
     try {
-      await new ClickHouseLogStore(() => this.#open(), this.#database).prepare()
+      await this.#store.prepare()
     } catch (error) {
       prepared = false
       this.#logger?.warn(

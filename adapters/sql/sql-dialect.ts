@@ -10,7 +10,7 @@
  *
  * Every method returns SQL built only from constants and the quoting helpers of sql-literals.ts.
  */
-import { quoteInteger, quoteNumber, quoteString, type SqlEngine } from './sql-literals.js'
+import { databaseName, quoteInteger, quoteNumber, quoteString, type SqlEngine } from './sql-literals.js'
 
 export interface SqlDialect {
   readonly engine: SqlEngine
@@ -72,13 +72,6 @@ function percentLevel(percent: number): number {
   return percent / 100
 }
 
-const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/
-
-function checkedName(name: string): string {
-  if (!IDENTIFIER.test(name)) throw new TypeError(`invalid database name: ${JSON.stringify(name)}`)
-  return name
-}
-
 const LOG_FIELDS = [
   'id', 'trace_id', 'source', 'organisation_id', 'workspace_id', 'api_key_id', 'end_user', 'virtual_key', 'config',
   'prompt_slug', 'prompt_version', 'method', 'route', 'path', 'provider', 'model', 'status', 'outcome', 'streaming',
@@ -89,7 +82,7 @@ const LOG_FIELDS = [
 
 /** ClickHouse 18.16+: no query parameters, no `toStartOfInterval`, UInt64 returned as strings. */
 export function clickHouseDialect(database: string): SqlDialect {
-  const db = checkedName(database)
+  const db = databaseName(database)
   const str = (value: string): string => quoteString('clickhouse', value)
   return {
     engine: 'clickhouse',

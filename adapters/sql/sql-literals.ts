@@ -55,12 +55,8 @@ export function quoteInteger(value: number): string {
   return String(value)
 }
 
-/**
- * An identifier that is one of `allowed`; throws otherwise. Identifiers never come from requests:
- * the whitelist is the table and column names declared in the schema modules.
- */
-export function identifier(name: string, allowed: ReadonlySet<string> | readonly string[]): string {
-  const known = allowed instanceof Set ? allowed.has(name) : (allowed as readonly string[]).includes(name)
-  if (!known || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new TypeError(`identifier not allowed: ${JSON.stringify(name)}`)
+/** A database name written into SQL unquoted: `[A-Za-z_][A-Za-z0-9_]*`; throws otherwise. */
+export function databaseName(name: string): string {
+  if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new TypeError(`invalid database name: ${JSON.stringify(name)}`)
   return name
 }
