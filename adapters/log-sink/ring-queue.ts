@@ -1,6 +1,6 @@
 /**
- * A growable ring buffer: O(1) push and shift at both ends (an `Array#shift` on a large array is
- * O(n)). Unbounded by itself; callers enforce their own limit.
+ * A growable ring buffer: O(1) push at the tail and shift from the head (an `Array#shift` on a
+ * large array is O(n)). Unbounded by itself; callers enforce their own limit.
  */
 export class RingQueue<T> {
   #items: (T | undefined)[]
@@ -19,14 +19,6 @@ export class RingQueue<T> {
   push(item: T): void {
     if (this.#size === this.#items.length) this.#grow()
     this.#items[(this.#head + this.#size) % this.#items.length] = item
-    this.#size += 1
-  }
-
-  /** Adds at the head. */
-  unshift(item: T): void {
-    if (this.#size === this.#items.length) this.#grow()
-    this.#head = (this.#head - 1 + this.#items.length) % this.#items.length
-    this.#items[this.#head] = item
     this.#size += 1
   }
 

@@ -111,7 +111,6 @@ local function answer(decision)
 end
 local counterBase = arg
 local bucketBase = counterBase + counters * 3
-local first = settleKeys + 1
 local last = settleKeys + counters
 local refused = check_buckets(last + 1, #KEYS, bucketBase, now)
 if refused then return answer({2, refused[1], refused[2]}) end

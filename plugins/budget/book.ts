@@ -124,11 +124,6 @@ export class BudgetBook implements BudgetAccounts, Service {
     }
   }
 
-  /** Whether `reserve` can take rate-limit buckets in the same ledger call (see `LimitCoordination`). */
-  get combinesRateLimits(): boolean {
-    return combinesRateLimits(this.#ledger)
-  }
-
   /**
    * Reserves on every counter (all or nothing), seeding counters the ledger does not hold. With
    * `acquires` (only when `combinesRateLimits`), the rate-limit buckets are checked and taken in the
