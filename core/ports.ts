@@ -199,6 +199,17 @@ export const SecretCipher = token<SecretCipher>('SecretCipher')
 // Request logs
 
 /**
+ * The log store (sink or analytics) failed to do what was asked: unreachable, timing out, or
+ * refusing. The Admin API answers 503 for it; any other error on a log route is a bug (500).
+ */
+export class LogStoreUnavailableError extends Error {
+  constructor(store: string, cause: unknown) {
+    super(`the ${store} log store failed: ${cause instanceof Error ? cause.message : String(cause)}`, { cause })
+    this.name = 'LogStoreUnavailableError'
+  }
+}
+
+/**
  * Where log records go. `enqueue` is synchronous and never blocks or throws (hot path); records are
  * written in batches. Losses are counted in `stats()`, never silent.
  */
@@ -206,13 +217,14 @@ export interface LogSink extends Service {
   enqueue(record: LogRecord): void
   /**
    * Stores feedback entries (a later `updatedAt` of the same id replaces the earlier one). Resolves
-   * once they are written, or safely journaled when the store is unreachable; rejects only when
-   * neither was possible.
+   * once they are written, or safely journaled when the store is unreachable; rejects (with a
+   * `LogStoreUnavailableError`) only when neither was possible, or with a `TypeError` for an
+   * invalid record.
    */
   recordFeedback(records: readonly FeedbackRecord[]): Promise<void>
   /**
    * Writes everything queued so far (replaying the journal first when the store answers). Rejects
-   * with the store's error when it could not be reached; the records are then journaled.
+   * with a `LogStoreUnavailableError` when the store could not take them; they are then journaled.
    */
   flush(): Promise<void>
   stats(): LogSinkStats

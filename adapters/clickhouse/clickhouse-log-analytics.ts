@@ -14,7 +14,7 @@
  * server's text (which may quote the query) is kept only as the `cause`, for the process log.
  */
 import type { ClickHouseClient } from '@clickhouse/client'
-import type { HealthStatus } from '../../core/ports.js'
+import { LogStoreUnavailableError, type HealthStatus } from '../../core/ports.js'
 import type { SqlResultRow } from '../sql/analytics-sql.js'
 import { SqlLogAnalytics } from '../sql/sql-log-analytics.js'
 import { clickHouseDialect } from '../sql/sql-dialect.js'
@@ -55,7 +55,7 @@ export class ClickHouseLogAnalytics extends SqlLogAnalytics {
     try {
       await prepareClickHouseLogTables(client, this.#database)
     } catch (error) {
-      throw new Error('ClickHouse log analytics could not prepare its tables', { cause: error })
+      throw new LogStoreUnavailableError('clickhouse', error)
     }
     this.#prepared = true
   }
@@ -87,7 +87,7 @@ export class ClickHouseLogAnalytics extends SqlLogAnalytics {
       const result = await client.query({ query: sql, format: 'JSONEachRow' })
       return await result.json<SqlResultRow>()
     } catch (error) {
-      throw new Error('ClickHouse analytics query failed', { cause: error })
+      throw new LogStoreUnavailableError('clickhouse', error)
     }
   }
 }

@@ -8,7 +8,7 @@
  * `start()` creates (or upgrades) the tables with the sink's migration, whichever of the two starts
  * first, so analytics answer (with nothing) before the first log is written.
  */
-import type { HealthStatus } from '../../core/ports.js'
+import { LogStoreUnavailableError, type HealthStatus } from '../../core/ports.js'
 import { SqlLogAnalytics } from '../sql/sql-log-analytics.js'
 import { duckDbDialect } from '../sql/sql-dialect.js'
 import type { DuckDbDatabase, DuckDbSession } from './duckdb-database.js'
@@ -19,7 +19,13 @@ export class DuckDbLogAnalytics extends SqlLogAnalytics {
   #session: DuckDbSession | null = null
 
   constructor(database: DuckDbDatabase) {
-    super(duckDbDialect(), (sql) => this.#sessionOrThrow().query(sql))
+    super(duckDbDialect(), (sql) =>
+      this.#sessionOrThrow()
+        .query(sql)
+        .catch((error: unknown) => {
+          throw new LogStoreUnavailableError('duckdb', error)
+        }),
+    )
     this.#database = database
   }
 

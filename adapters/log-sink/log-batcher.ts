@@ -22,7 +22,7 @@
  *   failing disk), unreadable journal files, records enqueued after `close()`.
  * - `close()` stops the timer and flushes; what the store does not take then stays journaled.
  */
-import type { FeedbackRecord, HealthStatus, LogRecord, LogSinkStats, Logger } from '../../core/ports.js'
+import { LogStoreUnavailableError, type FeedbackRecord, type HealthStatus, type LogRecord, type LogSinkStats, type Logger } from '../../core/ports.js'
 import type { FileJournal, JournalEntry } from './file-journal.js'
 import { checkFeedbackRecord, checkLogRecord, feedbackVersionKey } from './log-records.js'
 import { RingQueue } from './ring-queue.js'
@@ -164,7 +164,7 @@ export class LogBatcher {
       failure = await this.#drain()
       // The second condition only guards against a counting slip turning into a busy loop.
     } while (this.#settled < target && (this.#queue.length > 0 || this.#draining !== null || this.#overflows.size > 0))
-    if (failure !== null) throw failure
+    if (failure !== null) throw new LogStoreUnavailableError(this.#name, failure)
   }
 
   /**
@@ -183,7 +183,7 @@ export class LogBatcher {
       this.#noteFailure(asError(error))
     }
     if (!(await this.#journal.append('feedback', checked))) {
-      throw new Error(`the ${this.#name} store is unreachable and the log journal is full`)
+      throw new LogStoreUnavailableError(this.#name, new Error(`unreachable, and the log journal is full (${this.#journal.directory})`))
     }
     this.#journaledSinceWarning += checked.length
   }

@@ -16,6 +16,7 @@
 import type { RequestContext } from '../../core/context.js'
 import { ERRORS, gatewayError, isGatewayError, type GatewayError } from '../../core/errors.js'
 import type { GatewayPlugin, Reply } from '../../core/plugin.js'
+import { LogStoreUnavailableError } from '../../core/ports.js'
 import { analyticsHandlers } from './analytics.js'
 import { apiKeyHandlers } from './api-keys.js'
 import { auditLogHandlers } from './audit-logs.js'
@@ -29,9 +30,6 @@ import type { AdminDeps, Handler, PublicHandler } from './request.js'
 import { userHandlers } from './users.js'
 import { virtualKeyHandlers } from './virtual-keys.js'
 import { workspaceHandlers } from './workspaces.js'
-
-/** Routes answered from the log store (analytics, feedback, logs and exports). */
-const LOG_STORE_ROUTE = /^(analytics|feedback|logs)\./
 
 export class AdminApiPlugin implements GatewayPlugin {
   readonly #deps: AdminDeps
@@ -78,8 +76,8 @@ export class AdminApiPlugin implements GatewayPlugin {
     } catch (error) {
       // Conflicts and lost races raised inside a transaction are answers, not bugs.
       if (isGatewayError(error)) return error
-      // The log store being down is an outage to report, not a bug: 503 (the sink keeps journaling).
-      if (LOG_STORE_ROUTE.test(ctx.route.id)) {
+      // The log store failing is an outage to report, not a bug: 503 (the sink keeps journaling).
+      if (error instanceof LogStoreUnavailableError) {
         this.#deps.logger.warn({ err: error, route: ctx.route.id, requestId: ctx.requestId }, 'log store unreachable')
         return gatewayError(ERRORS.GW_LOGS_UNAVAILABLE)
       }

@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import { createClient, type ClickHouseClient } from '@clickhouse/client'
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it, vi } from 'vitest'
 import { ClickHouseLogSink, type ClickHouseLogSinkOptions } from '../../../adapters/clickhouse/clickhouse-log-sink.js'
-import type { LogRecord, Logger } from '../../../core/ports.js'
+import { LogStoreUnavailableError, type LogRecord, type Logger } from '../../../core/ports.js'
 import { feedbackRecord, fullLogRecord, logRecord } from '../../helpers/log-records.js'
 import { startFaultProxy, type FaultProxy } from '../../helpers/tcp-fault-proxy.js'
 
@@ -183,7 +183,7 @@ describe('ClickHouseLogSink when ClickHouse goes away', () => {
     proxy.mode = 'lose-insert-responses'
     const unanswered = batches(20)
     for (const record of unanswered) sink.enqueue(record)
-    await expect(sink.flush()).rejects.toThrow()
+    await expect(sink.flush()).rejects.toThrow(LogStoreUnavailableError)
     expect(sink.stats()).toMatchObject({ queued: 0, journaled: 20 })
     expect(await tally(database)).toEqual({ rows: 120, ids: 120 })
 

@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest'
 import { DuckDbDatabase } from '../../../adapters/embedded/duckdb-database.js'
 import { DuckDbLogSink, type DuckDbLogSinkOptions } from '../../../adapters/embedded/duckdb-log-sink.js'
-import type { LogRecord, Logger } from '../../../core/ports.js'
+import { LogStoreUnavailableError, type LogRecord, type Logger } from '../../../core/ports.js'
 import { feedbackRecord, fullLogRecord, logRecord as record } from '../../helpers/log-records.js'
 
 const directories: string[] = []
@@ -192,7 +192,7 @@ describe('DuckDbLogSink', () => {
 
     const records = Array.from({ length: 12 }, () => record())
     for (const item of records) sink.enqueue(item)
-    await expect(sink.flush()).rejects.toThrow()
+    await expect(sink.flush()).rejects.toThrow(LogStoreUnavailableError)
     expect(sink.stats()).toMatchObject({ queued: 0, written: 0, dropped: 0, journaled: 12 })
     // Still ready (replies do not depend on the log store), saying what is happening.
     expect(await sink.health()).toMatchObject({ ok: true, detail: expect.stringContaining('failing') })
