@@ -370,8 +370,9 @@ async function updateExport({ ctx, principal, deps }: AdminRequest): Promise<Rep
   let workspaceId = record.workspaceId
   let storedFilters = record.filters
   if (input.filters !== undefined || input.workspace_id !== undefined) {
-    // Without a new workspace_id an organisation key's export keeps its workspace.
-    const named = input.workspace_id ?? (principal.workspaceId === null && record.workspaceId !== null ? record.workspaceId : undefined)
+    // Without a new workspace_id or filters.workspace_slug an organisation key's export keeps its workspace.
+    const keeps = principal.workspaceId === null && record.workspaceId !== null && input.filters?.workspace_slug === undefined
+    const named = input.workspace_id ?? (keeps ? (record.workspaceId ?? undefined) : undefined)
     const target = await exportTarget(deps, principal, named, input.filters ?? record.filters)
     if (!target.ok) return target.error
     workspaceId = target.value.workspaceId

@@ -303,6 +303,19 @@ describe('custom logs', () => {
 describe('log exports', () => {
   let exportId: string
 
+  it('lets an organisation key move a draft export to another workspace with filters.workspace_slug alone', async () => {
+    const created = await gw.admin('POST', '/v1/logs/exports', { workspace_id: a.workspaceId, filters: rangeObject(), requested_data: ['id'] })
+    expect(created.status, JSON.stringify(created.body)).toBe(200)
+    const id = created.body.id as string
+    expect((await gw.admin('GET', `/v1/logs/exports/${id}`)).body.workspace_id).toBe(a.workspaceId)
+    const moved = await gw.admin('PUT', `/v1/logs/exports/${id}`, { filters: { ...rangeObject(), workspace_slug: b.workspaceId } })
+    expect(moved.status, JSON.stringify(moved.body)).toBe(200)
+    expect((await gw.admin('GET', `/v1/logs/exports/${id}`)).body.workspace_id).toBe(b.workspaceId)
+    // Changing other filters keeps the workspace.
+    expect((await gw.admin('PUT', `/v1/logs/exports/${id}`, { filters: rangeObject() })).status).toBe(200)
+    expect((await gw.admin('GET', `/v1/logs/exports/${id}`)).body.workspace_id).toBe(b.workspaceId)
+  })
+
   it('creates, runs and downloads an export of the workspace’s logs with only the requested fields', async () => {
     const created = await gw.admin('POST', '/v1/logs/exports', { filters: { ...rangeObject(), metadata: { run } }, requested_data: ['id', 'trace_id', 'ai_model', 'cost'], description: 'test' }, a.key)
     expect(created.status, JSON.stringify(created.body)).toBe(200)
