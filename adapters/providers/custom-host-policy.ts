@@ -555,9 +555,15 @@ export class CustomHostPolicy {
     if (url.length <= MAX_URL_LENGTH) {
       const entry: CacheEntry = { expiresAt: now + this.ttlMs, verdict, settled: null }
       this.remember(url, entry)
-      void verdict.then((settled) => {
-        entry.settled = settled
-      })
+      verdict.then(
+        (settled) => {
+          entry.settled = settled
+        },
+        // The caller gets the rejection from `verdict`; a failed check is not remembered.
+        () => {
+          if (this.cache.get(url) === entry) this.cache.delete(url)
+        },
+      )
     }
     return verdict
   }
