@@ -13,7 +13,10 @@
  *
  * Address forms are taken as WHATWG URL normalises them (`0x7f.1`, `2130706433` and `0177.0.0.1`
  * are all 127.0.0.1); the IPv4 parser here accepts the same forms so the helpers agree with the
- * URL parser when they are called directly. IPv6 addresses that carry an IPv4 address
+ * URL parser when they are called directly. Host names are lower-cased (IDNs in punycode, as the URL
+ * parser gives them) and lose their trailing dots before any list is matched, and the verdict's
+ * origin carries that normalised name: `http://LOCALHOST.:8080/v1/` is checked, connected to and
+ * stored as `http://localhost:8080/v1`. IPv6 addresses that carry an IPv4 address
  * (`::ffff:a.b.c.d`, NAT64 `64:ff9b::/96`, 6to4 `2002::/16`) are judged by the address they carry.
  *
  * Checks run on the hot path of every custom-host request, so results are cached per URL string
@@ -445,10 +448,15 @@ export function parseCustomHostUrl(url: string): ParsedCustomHost {
   if (host === '') return refuse('custom host is not a valid absolute URL')
   const basePath = trimTrailingSlashes(parsed.pathname)
   const ip = host.startsWith('[') ? parseIpv6(host) : parseIpv4(host)
+  // The URL parser already writes every IPv4 spelling (`0x7f.1`, `127.1`, `2130706433`, `127.0.0.1.`) as dotted decimal.
   if (ip !== null) return { ok: true, origin: parsed.origin, basePath, hostname: formatIp(ip), ip }
   const hostname = normaliseHostname(host)
+  if (hostname === '') return refuse('custom host is not a valid absolute URL')
   if (METADATA_HOSTNAMES.has(hostname)) return refuse('custom host is a cloud metadata endpoint')
-  return { ok: true, origin: parsed.origin, basePath, hostname, ip: null }
+  // The origin names the host exactly as it was checked: with a trailing dot (`localhost.`) the
+  // connection would resolve another name than the one the allow-list and DNS check judged.
+  const origin = `${parsed.protocol}//${hostname}${parsed.port === '' ? '' : `:${parsed.port}`}`
+  return { ok: true, origin, basePath, hostname, ip: null }
 }
 
 function authorityOf(url: string): string {

@@ -445,3 +445,65 @@ describe('CustomHostPolicy', () => {
     })
   })
 })
+
+describe('host name normalisation', () => {
+  it.each([
+    ['http://LOCALHOST.:9021/v1/', 'http://localhost:9021', 'localhost'],
+    ['http://localhost..:9021/v1', 'http://localhost:9021', 'localhost'],
+    ['http://LocalHost.:9021/v1', 'http://localhost:9021', 'localhost'],
+    ['http://local%68ost./v1', 'http://localhost', 'localhost'],
+    ['http://ｌｏｃａｌｈｏｓｔ./v1', 'http://localhost', 'localhost'],
+    ['https://Mock.Internal.:443/v1', 'https://mock.internal', 'mock.internal'],
+    ['https://BÜcher.de./v1', 'https://xn--bcher-kva.de', 'xn--bcher-kva.de'],
+  ])('names %s by its normalised host: origin %s, checked as %s', (url, origin, hostname) => {
+    const parsed = parseCustomHostUrl(url)
+    expect(parsed).toEqual({ ok: true, origin, basePath: '/v1', hostname, ip: null })
+  })
+
+  it.each([
+    ['http://127.1:9021/v1'],
+    ['http://0x7f.1:9021/v1'],
+    ['http://0x7f.0.0.1.:9021/v1'],
+    ['http://2130706433:9021/v1'],
+    ['http://0177.0.0.1:9021/v1'],
+    ['http://127.0.0.1.:9021/v1'],
+    ['http://127.0.0.1%2e:9021/v1'],
+  ])('writes the IPv4 spelling %s as 127.0.0.1 (the URL parser canonicalises it)', (url) => {
+    expect(parseCustomHostUrl(url)).toMatchObject({ ok: true, origin: 'http://127.0.0.1:9021', hostname: '127.0.0.1' })
+  })
+
+  it('judges [::ffff:127.0.0.1] as the IPv4 address it carries, and 0 as the unspecified address', () => {
+    expect(parseCustomHostUrl('http://[::ffff:127.0.0.1]/')).toMatchObject({ ok: true, origin: 'http://[::ffff:7f00:1]' })
+    expect(classifyIp((parseCustomHostUrl('http://[::ffff:127.0.0.1]/') as { ip: IpAddress }).ip)).toBe('loopback')
+    expect(parseCustomHostUrl('http://0/')).toMatchObject({ ok: true, origin: 'http://0.0.0.0', hostname: '0.0.0.0' })
+  })
+
+  it.each(['http://./', 'http://../v1', 'http://.../'])('refuses %s, which names no host once its dots are dropped', (url) => {
+    expect(parseCustomHostUrl(url)).toEqual({ ok: false, reason: 'custom host is not a valid absolute URL' })
+  })
+
+  it('resolves and connects to the name it checked: LOCALHOST. is looked up and answered as localhost', async () => {
+    const resolver = fakeResolver({ localhost: ['127.0.0.1'] })
+    const policy = new CustomHostPolicy({ allowList: 'localhost', resolve: resolver })
+    await expect(policy.check('http://LOCALHOST.:9021/v1/')).resolves.toEqual({ ok: true, origin: 'http://localhost:9021', basePath: '/v1' })
+    await expect(policy.check('http://localhost..:9021/v1')).resolves.toEqual({ ok: true, origin: 'http://localhost:9021', basePath: '/v1' })
+    expect(resolver.calls).toEqual(['localhost', 'localhost'])
+  })
+
+  it('refuses the trailing-dot spelling of a name that is not allow-listed exactly as the plain name', async () => {
+    const resolver = fakeResolver({ localhost: ['127.0.0.1'] })
+    const policy = new CustomHostPolicy({ allowList: [], resolve: resolver })
+    const plain = await policy.check('http://localhost:9021/v1')
+    expect(plain.ok).toBe(false)
+    expect(await policy.check('http://LOCALHOST.:9021/v1')).toEqual(plain)
+    expect(await policy.check('http://metadata.google.internal../')).toEqual({ ok: false, reason: 'custom host is a cloud metadata endpoint' })
+  })
+
+  it('refuses every spelling of a loopback address that is not allow-listed', async () => {
+    const policy = new CustomHostPolicy({ allowList: '10.0.0.0/8', resolve: fakeResolver({}) })
+    for (const url of ['http://127.1/', 'http://0x7f.1/', 'http://2130706433/', 'http://127.0.0.1./', 'http://[::ffff:127.0.0.1]/', 'http://[::1]/', 'http://0/']) {
+      const verdict = await policy.check(url)
+      expect(verdict.ok, url).toBe(false)
+    }
+  })
+})
