@@ -6,6 +6,12 @@
  * cached); the signature and the time claims are checked with `jose`; only then is the workspace
  * claim trusted and resolved (cached). A verified token is cached by its text until its `exp`.
  *
+ * Change notifications and reads in flight: concurrent misses of one organisation or workspace share
+ * one store query (single-flight.ts), and an eviction that arrives while that query runs keeps its
+ * answer out of the cache. A token whose verification overlapped any eviction is not cached
+ * (`#generation`), so settings changed mid-verification (a JWKS replaced, an issuer required) apply
+ * to the token's next use instead of after its `exp`.
+ *
  * Failure policy: fails closed. A store error with nothing cached, or a JWKS URL that cannot be
  * fetched, is 503 `GW_AUTH_UNAVAILABLE`; every other refusal is 401 with a message that names the
  * problem and never repeats the token.
@@ -22,6 +28,7 @@ import type { Principal } from '../../core/context.js'
 import { ERRORS, gatewayError, type GatewayError } from '../../core/errors.js'
 import type { AdminStore, Clock, Logger, OrganisationRecord, WorkspaceRecord } from '../../core/ports.js'
 import { normaliseScope } from '../../core/scopes.js'
+import { SingleFlight } from './single-flight.js'
 import { workspaceSubject } from './subjects.js'
 
 /** The only signature algorithm accepted (API.md §1). */
@@ -129,6 +136,14 @@ export class JwtVerifier {
   /** Id of the first organisation, for tokens without an organisation claim. */
   #firstOrganisation: { readonly id: string | null; readonly freshUntil: number } | null = null
   readonly #workspaces = new Map<string, WorkspaceEntry>()
+  readonly #organisationLookups = new SingleFlight<string, OrganisationRecord | null>()
+  readonly #firstOrganisationLookup = new SingleFlight<'first', OrganisationRecord | null>()
+  readonly #workspaceLookups = new SingleFlight<string, WorkspaceRecord | null>()
+  /**
+   * Bumped by every eviction. Evictions are rare (admin changes), so a coarse counter is enough: a
+   * verification that saw it change may have used evicted settings, and its token is not cached.
+   */
+  #generation = 0
   readonly #keySets = new Map<string, KeySetEntry>()
   /** One remote set per URL: it holds the fetched JWKS and refetches on an unknown `kid`. */
   readonly #remoteSets = new Map<string, KeySet>()
@@ -151,6 +166,7 @@ export class JwtVerifier {
 
   /** Verifies `token` (whose header `parseJwtHeader` returned) and resolves its principal. */
   async verify(token: string, header: JwtHeader, credentialHeader: Principal['credentialHeader']): Promise<Principal | GatewayError> {
+    const generation = this.#generation
     if (header.alg !== ALGORITHM) return WRONG_ALGORITHM
     if (typeof header.kid !== 'string' || header.kid.length === 0) return MISSING_KID
     let unverified: JWTPayload
@@ -196,13 +212,17 @@ export class JwtVerifier {
       limitSubjects: [workspaceSubject(workspace)],
     }
     // `requiredClaims` guarantees a numeric `exp`.
-    this.#rememberToken(token, { principal, expiresAtMs: (payload.exp as number) * 1000 })
+    if (generation === this.#generation) this.#rememberToken(token, { principal, expiresAtMs: (payload.exp as number) * 1000 })
     return principal
   }
 
   /** Forgets an organisation (its JWT settings changed), its key set and the tokens it admitted; `*` forgets all. */
   evictOrganisation(organisationId: string): void {
     if (organisationId === '*') return this.clear()
+    this.#generation += 1
+    this.#organisationLookups.forget(organisationId)
+    // Which organisation a running first-organisation read returns is unknown until it does.
+    this.#firstOrganisationLookup.forgetAll()
     const entry = this.#organisations.get(organisationId)
     this.#organisations.delete(organisationId)
     const keys = this.#keySets.get(organisationId)
@@ -217,6 +237,9 @@ export class JwtVerifier {
 
   /** Forgets a workspace (renamed, limits changed, deleted) and the tokens it admitted; `*` forgets all. */
   evictWorkspace(workspaceId: string): void {
+    this.#generation += 1
+    // Running reads are keyed by slug: which workspace they return is unknown until they do.
+    this.#workspaceLookups.forgetAll()
     if (workspaceId === '*') {
       this.#workspaces.clear()
       this.#tokens.clear()
@@ -227,6 +250,10 @@ export class JwtVerifier {
   }
 
   clear(): void {
+    this.#generation += 1
+    this.#organisationLookups.forgetAll()
+    this.#firstOrganisationLookup.forgetAll()
+    this.#workspaceLookups.forgetAll()
     this.#tokens.clear()
     this.#organisations.clear()
     this.#firstOrganisation = null
@@ -246,11 +273,14 @@ export class JwtVerifier {
     if (cached !== undefined && cached.freshUntil > now) return cached.record ?? UNKNOWN_ORGANISATION
     let record: OrganisationRecord | null
     try {
-      record = await this.#store.findOrganisation(id)
+      record = await this.#organisationLookups.run(
+        id,
+        () => this.#store.findOrganisation(id),
+        (found) => this.#rememberOrganisation(id, found),
+      )
     } catch (error) {
       return this.#storeDown(error, cached?.record ?? null, UNKNOWN_ORGANISATION, cached !== undefined)
     }
-    this.#rememberOrganisation(id, record)
     return record ?? UNKNOWN_ORGANISATION
   }
 
@@ -265,15 +295,19 @@ export class JwtVerifier {
     }
     let record: OrganisationRecord | null
     try {
-      record = await this.#store.findFirstOrganisation()
+      record = await this.#firstOrganisationLookup.run(
+        'first',
+        () => this.#store.findFirstOrganisation(),
+        (found) => {
+          this.#firstOrganisation = { id: found?.id ?? null, freshUntil: this.#clock.now() + this.#options.cacheTtlMs }
+          if (found !== null) this.#rememberOrganisation(found.id, found)
+        },
+      )
     } catch (error) {
       const stale = first?.id == null ? undefined : this.#organisations.get(first.id)
       return this.#storeDown(error, stale?.record ?? null, NO_ORGANISATION, stale !== undefined)
     }
-    this.#firstOrganisation = { id: record?.id ?? null, freshUntil: now + this.#options.cacheTtlMs }
-    if (record === null) return NO_ORGANISATION
-    this.#rememberOrganisation(record.id, record)
-    return record
+    return record ?? NO_ORGANISATION
   }
 
   async #workspaceOf(organisationId: string, slug: string): Promise<WorkspaceRecord | GatewayError> {
@@ -283,12 +317,17 @@ export class JwtVerifier {
     if (cached !== undefined && cached.freshUntil > now) return cached.record ?? UNKNOWN_WORKSPACE
     let record: WorkspaceRecord | null
     try {
-      record = await this.#store.findWorkspace(organisationId, slug)
+      record = await this.#workspaceLookups.run(
+        key,
+        () => this.#store.findWorkspace(organisationId, slug),
+        (found) => {
+          const ttl = found === null ? this.#options.negativeCacheTtlMs : this.#options.cacheTtlMs
+          setBounded(this.#workspaces, key, { record: found, freshUntil: this.#clock.now() + ttl }, this.#options.maxCacheEntries)
+        },
+      )
     } catch (error) {
       return this.#storeDown(error, cached?.record ?? null, UNKNOWN_WORKSPACE, cached !== undefined)
     }
-    const ttl = record === null ? this.#options.negativeCacheTtlMs : this.#options.cacheTtlMs
-    setBounded(this.#workspaces, key, { record, freshUntil: now + ttl }, this.#options.maxCacheEntries)
     return record ?? UNKNOWN_WORKSPACE
   }
 

@@ -5,7 +5,9 @@
  * Reads the credential from `x-gateway-api-key`, else `Authorization: Bearer`.
  * - An API key is looked up by SHA-256 in the admin store through an in-process cache (evicted by
  *   `api-keys` change notifications). A rotated-out secret is accepted until the key's transition
- *   deadline (`previousKeyExpiresAt`).
+ *   deadline (`previousKeyExpiresAt`). Concurrent misses of one hash share one store query, and a
+ *   notification that arrives while that query runs keeps its answer out of the cache
+ *   (single-flight.ts), so a key revoked during a slow lookup is not cached again.
  * - A JWT (JWS compact form) is verified instead (jwt-verifier.ts): RS256, `kid` required, against
  *   the organisation's JWKS; organisations and workspaces are cached and evicted by
  *   `organisations` / `workspaces` change notifications.
@@ -31,6 +33,7 @@ import { normaliseScope } from '../../core/scopes.js'
 import { hashSecret } from '../../core/secrets.js'
 import { applyBootstrapJwt, bootstrapBanner, seedFirstStart } from './bootstrap.js'
 import type { AuthConfig } from './config.js'
+import { SingleFlight } from './single-flight.js'
 import { subjectsOf } from './subjects.js'
 import { JwtVerifier, parseJwtHeader, type JwtHeader } from './jwt-verifier.js'
 
@@ -104,6 +107,8 @@ export class AuthPlugin implements GatewayPlugin {
   readonly #clock: Clock
   readonly #logger: Logger
   readonly #cache = new Map<string, KeyCacheEntry>()
+  /** Store lookups of uncached hashes, shared by concurrent requests presenting the same secret. */
+  readonly #lookups = new SingleFlight<string, KeyCacheEntry>()
   readonly #jwt: JwtVerifier
   #unsubscribe: Array<() => void> = []
 
@@ -125,8 +130,13 @@ export class AuthPlugin implements GatewayPlugin {
   async start(): Promise<void> {
     this.#unsubscribe = [
       this.#notifier.subscribe(CHANGE_CHANNELS.apiKeys, (message) => {
-        if (message === '*') this.#cache.clear()
-        else this.#cache.delete(message)
+        if (message === '*') {
+          this.#cache.clear()
+          this.#lookups.forgetAll()
+        } else {
+          this.#cache.delete(message)
+          this.#lookups.forget(message)
+        }
       }),
       this.#notifier.subscribe(CHANGE_CHANNELS.organisations, (message) => this.#jwt.evictOrganisation(message)),
       this.#notifier.subscribe(CHANGE_CHANNELS.workspaces, (message) => {
@@ -144,6 +154,7 @@ export class AuthPlugin implements GatewayPlugin {
     for (const unsubscribe of this.#unsubscribe) unsubscribe()
     this.#unsubscribe = []
     this.#cache.clear()
+    this.#lookups.forgetAll()
     this.#jwt.clear()
   }
 
@@ -190,12 +201,9 @@ export class AuthPlugin implements GatewayPlugin {
     stale: KeyCacheEntry | undefined,
     credentialHeader: Principal['credentialHeader'],
   ): Promise<GatewayError | undefined> {
-    let record: ApiKeyRecord | null
-    let workspace: WorkspaceRecord | null = null
+    let entry: KeyCacheEntry
     try {
-      record = await this.#store.findApiKeyByHash(hash)
-      // The workspace's limits apply to its keys' requests too.
-      if (record?.workspaceId != null) workspace = await this.#store.findWorkspace(record.organisationId, record.workspaceId)
+      entry = await this.#lookups.run(hash, () => this.#load(hash), (loaded) => this.#remember(hash, loaded))
     } catch (error) {
       if (stale !== undefined) {
         this.#logger.warn({ err: error }, 'admin store unreachable: using a stale cached API key')
@@ -204,10 +212,15 @@ export class AuthPlugin implements GatewayPlugin {
       this.#logger.error({ err: error }, 'admin store unreachable: refusing the request')
       return gatewayError(ERRORS.GW_AUTH_UNAVAILABLE)
     }
-    const now = this.#clock.now()
-    const entry = keyCacheEntry(record, hash, now, this.#config.cacheTtlMs, this.#config.negativeCacheTtlMs, workspace)
-    this.#remember(hash, entry)
-    return this.#admit(ctx, entry, credentialHeader, now)
+    return this.#admit(ctx, entry, credentialHeader, this.#clock.now())
+  }
+
+  /** One store lookup of `hash` (rejects when the store is unreachable). */
+  async #load(hash: string): Promise<KeyCacheEntry> {
+    const record = await this.#store.findApiKeyByHash(hash)
+    // The workspace's limits apply to its keys' requests too.
+    const workspace = record?.workspaceId != null ? await this.#store.findWorkspace(record.organisationId, record.workspaceId) : null
+    return keyCacheEntry(record, hash, this.#clock.now(), this.#config.cacheTtlMs, this.#config.negativeCacheTtlMs, workspace)
   }
 
   #admit(ctx: RequestContext, entry: KeyCacheEntry, credentialHeader: Principal['credentialHeader'], now: number): GatewayError | undefined {
@@ -219,6 +232,8 @@ export class AuthPlugin implements GatewayPlugin {
 
   /** Keys carry their workspace's limits: drop the cached keys of a changed workspace (`*`: all). */
   #evictWorkspaceKeys(workspaceId: string): void {
+    // A running lookup's workspace is unknown until it returns: none of them may be kept.
+    this.#lookups.forgetAll()
     if (workspaceId === '*') return this.#cache.clear()
     for (const [hash, entry] of this.#cache) if (entry.record?.workspaceId === workspaceId) this.#cache.delete(hash)
   }
