@@ -290,6 +290,54 @@ export type RouteLookup =
   | { readonly kind: 'core'; readonly name: 'healthz' | 'readyz' | 'metrics' }
   | { readonly kind: 'not-found' }
   | { readonly kind: 'method-not-allowed' }
+  /** A `/v1` path with a `.` or `..` segment (see `hasDotSegment`): refused with 400 before any plugin runs. */
+  | { readonly kind: 'bad-path' }
+
+/** Escapes that can spell a dot or a separator; `%25` too, for paths an upstream decodes twice. */
+const DOT_OR_SEPARATOR_ESCAPE = /%(?:2e|2f|5c|25)/gi
+/** Decoding rounds after which a path still holding such escapes is refused rather than decoded on. */
+const MAX_DECODE_ROUNDS = 3
+
+/**
+ * Whether `path` has a `.` or `..` segment in any spelling an upstream server may read as one: raw,
+ * percent-encoded (`%2e`, `%2E`, mixed, double-encoded `%252e`), with `\` or an encoded slash
+ * (`%2f`, `%5c`) as the separator, or with a `;parameter` after the dots (`..;`, read as `..` by
+ * some Java servers). Pass-through appends the client's path to the provider's base path, so such
+ * a segment would climb out of the base path of a custom host (`/v1/../../x` → `/base/../../x`).
+ * Encoded slashes that form no dot segment (`/v1/files/a%2Fb`) are allowed and forwarded as sent.
+ */
+export function hasDotSegment(path: string): boolean {
+  // Almost every path has none of these: three native scans, no allocation.
+  if (path.indexOf('.') === -1 && path.indexOf('%') === -1 && path.indexOf('\\') === -1) return false
+  let text = path
+  for (let round = 0; ; round++) {
+    if (hasRawDotSegment(text)) return true
+    if (text.indexOf('%') === -1) return false
+    const decoded = text.replace(DOT_OR_SEPARATOR_ESCAPE, decodeEscape)
+    if (decoded === text) return false
+    if (round === MAX_DECODE_ROUNDS) return true
+    text = decoded
+  }
+}
+
+function decodeEscape(escape: string): string {
+  return String.fromCharCode(parseInt(escape.slice(1), 16))
+}
+
+function hasRawDotSegment(text: string): boolean {
+  let start = 0
+  for (let i = 0; i <= text.length; i++) {
+    const c = i === text.length ? 0x2f : text.charCodeAt(i)
+    if (c !== 0x2f && c !== 0x5c) continue
+    let end = start
+    while (end < i && end - start < 3 && text.charCodeAt(end) === 0x2e) end++
+    const dots = end - start
+    // `.` or `..`, alone or followed by a `;parameter`.
+    if ((dots === 1 || dots === 2) && (end === i || text.charCodeAt(end) === 0x3b)) return true
+    start = i + 1
+  }
+  return false
+}
 
 /**
  * A compiled route table. `lookup` is the hot-path entry: it allocates nothing for first-class
@@ -316,6 +364,7 @@ export class RouteTable {
       return method === 'GET' ? { kind: 'core', name: path.slice(1) as 'healthz' | 'readyz' | 'metrics' } : { kind: 'method-not-allowed' }
     }
     if (path !== '/v1' && !path.startsWith('/v1/')) return { kind: 'not-found' }
+    if (hasDotSegment(path)) return { kind: 'bad-path' }
     if (!isHttpMethod(method)) return { kind: 'method-not-allowed' }
     if (!selectsProvider) {
       const segments = segmentsOf(path)

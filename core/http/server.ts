@@ -2,8 +2,9 @@
  * The HTTP server: the only module that starts uWebSockets.js. It copies what it needs from the
  * uWS request synchronously (the request object is invalid after the handler returns), matches
  * the route, builds the `RequestContext`, and hands the exchange to the route group's pipeline.
- * It also answers the core routes (`/healthz`, `/readyz`, `/metrics`), CORS preflights, 404 and
- * 405 itself, and implements graceful shutdown: stop accepting, drain in-flight requests.
+ * It also answers the core routes (`/healthz`, `/readyz`, `/metrics`), CORS preflights, 404, 405
+ * and the 400 to a `/v1` path with dot segments itself, and implements graceful shutdown: stop
+ * accepting, drain in-flight requests.
  */
 import { randomUUID } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
@@ -39,6 +40,7 @@ const CORS_PREFLIGHT_HEADERS: ReadonlyArray<readonly [string, string]> = [
   ['access-control-max-age', '86400'],
 ]
 const TRACE_ID_MAX = 128
+const BAD_PATH_MESSAGE = 'The path must not contain "." or ".." segments (raw or percent-encoded)'
 
 export class HttpServer {
   readonly #options: HttpServerOptions
@@ -139,6 +141,11 @@ export class HttpServer {
     const lookup = this.#options.routes.lookup(method, path, selectsProvider(headers))
     if (lookup.kind === 'not-found') {
       this.#sendError(res, gatewayError(ERRORS.GW_REQ_ROUTE_NOT_FOUND, `No route for ${method} ${path}`), traceId, false, method === 'HEAD')
+      return
+    }
+    if (lookup.kind === 'bad-path') {
+      // Refused before any plugin runs: nothing is authenticated, counted or forwarded.
+      this.#sendError(res, gatewayError(ERRORS.GW_REQ_INVALID, BAD_PATH_MESSAGE), traceId, false, method === 'HEAD')
       return
     }
     if (lookup.kind === 'method-not-allowed') {
