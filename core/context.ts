@@ -180,6 +180,13 @@ export class RequestContext {
   body: JsonObject | null = null
   /** The authenticated caller. written by: auth */
   principal: Principal | null = null
+  /**
+   * The secret the caller authenticated with (API key or JWT), for this request only: the principal
+   * is cached and shared between requests, so it must never hold it. Forward drops every header
+   * whose value carries it, so the gateway credential never reaches a provider. Never logged.
+   * written by: auth
+   */
+  gatewayCredential: string | null = null
   /** Where the request goes upstream. written by: forward */
   target: UpstreamTarget | null = null
   /** The model named by the request (for logs and limits). written by: forward */

@@ -1,7 +1,8 @@
 /**
  * auth: who is calling.
- * Phases: onRequest (priority 1000), start (bootstrap). Writes `ctx.principal`; reads `ctx.headers`
- * and `ctx.route` (public routes, such as invite links, need no credential).
+ * Phases: onRequest (priority 1000), start (bootstrap). Writes `ctx.principal` and
+ * `ctx.gatewayCredential` (the presented secret, so forward never sends it upstream); reads
+ * `ctx.headers` and `ctx.route` (public routes, such as invite links, need no credential).
  * Reads the credential from `x-gateway-api-key`, else `Authorization: Bearer`.
  * - An API key is looked up by SHA-256 in the admin store through an in-process cache (evicted by
  *   `api-keys` change notifications). A rotated-out secret is accepted until the key's transition
@@ -171,6 +172,8 @@ export class AuthPlugin implements GatewayPlugin {
       }
     }
     if (secret === undefined || secret.length === 0) return MISSING_KEY
+    // Per request, not on the cached principal: forward drops every header that carries it.
+    ctx.gatewayCredential = secret
     const now = this.#clock.now()
     // API keys never contain dots; only a dotted credential can be a JWT.
     if (secret.includes('.')) {

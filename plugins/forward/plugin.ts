@@ -1,14 +1,20 @@
 /**
  * forward: the terminal plugin of the inference and pass-through groups.
  * Phases: onForward (priority 100), onLog (fills `ctx.usage` before the log plugin reads it).
- * Reads `ctx.principal`, `ctx.credential`, `ctx.route`, headers, `ctx.rawBody`/`ctx.body`; writes
- * `ctx.target`, `ctx.model`, `ctx.streaming`, `ctx.usage`.
+ * Reads `ctx.principal`, `ctx.gatewayCredential`, `ctx.credential`, `ctx.route`, headers,
+ * `ctx.rawBody`/`ctx.body`; writes `ctx.target`, `ctx.model`, `ctx.streaming`, `ctx.usage`.
  * I/O: one upstream request through the UpstreamClient (pooled, aborted when the client leaves).
  * Provider selection: the credential a virtual key resolved to (`ctx.credential`: provider, key,
- * custom host; the client's `Authorization`, `x-gateway-provider` and `x-gateway-custom-host` are
- * then ignored and `Authorization` is not forwarded); otherwise `x-gateway-provider` +
+ * custom host; the client's `Authorization` and `x-gateway-provider` are then ignored and
+ * `Authorization` is not forwarded; `x-gateway-custom-host` with it is refused, 400: the stored key
+ * goes only to its provider or its own `custom_host`); otherwise `x-gateway-provider` +
  * `Authorization` (the provider key), optionally `x-gateway-custom-host`. Custom hosts are checked
  * against the SSRF allow-list on every request (results are cached by the registry).
+ * `x-gateway-config` is refused (400): configs are not enabled, and ignoring one would send the
+ * request somewhere the client did not ask for.
+ * The gateway credential (`ctx.gatewayCredential`, written by auth) never goes upstream: a header
+ * whose value contains it is dropped, whatever its name (pass-through, first-class routes and
+ * `x-gateway-forward-headers` alike), and it is never taken as the provider key.
  * Failure policy: upstream unreachable/reset → 502, gateway timeout → 504, request timeout → 408;
  * provider errors keep their status (normalised into the OpenAI shape on first-class routes).
  */
@@ -111,11 +117,13 @@ export class ForwardPlugin implements GatewayPlugin {
   #resolveTarget(ctx: RequestContext): UpstreamTarget | GatewayError | Promise<UpstreamTarget | GatewayError> {
     const headers = ctx.headers
     const stored = ctx.credential
+    if (headers['x-gateway-config'] !== undefined) {
+      return gatewayError(ERRORS.GW_REQ_PROVIDER_MISSING, 'Configs are not enabled on this gateway: send x-gateway-provider or x-gateway-virtual-key')
+    }
+    // The virtual-key plugin refuses this pair first; a stored key must never follow the client's host.
+    if (stored !== null && headers['x-gateway-custom-host'] !== undefined) return customHostWithVirtualKey()
     const slug = stored === null ? headers['x-gateway-provider'] : stored.provider
     if (slug === undefined || slug.length === 0) {
-      if (headers['x-gateway-config'] !== undefined) {
-        return gatewayError(ERRORS.GW_REQ_PROVIDER_MISSING, 'Configs are not enabled on this gateway: send x-gateway-provider or x-gateway-virtual-key')
-      }
       if (headers['x-gateway-virtual-key'] !== undefined) {
         // The virtual-key plugin resolves the header before forward runs; it is switched off.
         return gatewayError(ERRORS.GW_REQ_PROVIDER_MISSING, 'Virtual keys are not enabled on this gateway (the virtual-key plugin is off): send x-gateway-provider')
@@ -153,8 +161,9 @@ export class ForwardPlugin implements GatewayPlugin {
   #targetAt(ctx: RequestContext, spec: ProviderSpec, location: ProviderOrigin): UpstreamTarget {
     const stored = ctx.credential
     if (stored !== null) return credentialTarget(spec, location, stored.apiKey ?? '')
-    // The Authorization header is the provider key, unless it carried the gateway's own key.
-    const authorization = ctx.principal?.credentialHeader === 'authorization' ? undefined : ctx.headers.authorization
+    // The Authorization header is the provider key, unless it carries the gateway's own key.
+    let authorization = ctx.principal?.credentialHeader === 'authorization' ? undefined : ctx.headers.authorization
+    if (authorization !== undefined && carriesCredential(authorization, ctx.gatewayCredential)) authorization = undefined
     const credential = authorization === undefined ? '' : authorization.startsWith('Bearer ') ? authorization.slice(7).trim() : authorization.trim()
     return credentialTarget(spec, location, credential)
   }
@@ -176,18 +185,22 @@ export class ForwardPlugin implements GatewayPlugin {
     const incoming = ctx.headers
     // With a virtual key the client's Authorization is not the provider key (or is the gateway's own).
     const gatewayOwnsAuthorization = ctx.principal?.credentialHeader === 'authorization' || ctx.credential !== null
+    // Whatever header the client repeated the gateway key in (`x-api-key`, `api-key`, ...), it stays here.
+    const credential = ctx.gatewayCredential
     if (ctx.route.group === 'passthrough') {
       const connectionScoped = connectionHeaderNames(incoming.connection)
       for (const name in incoming) {
         if (NOT_FORWARDED.has(name) || name.startsWith('x-gateway-')) continue
         if (name === 'authorization' && gatewayOwnsAuthorization) continue
         if (connectionScoped !== null && connectionScoped.has(name)) continue
-        headers[name] = incoming[name] as string
+        const value = incoming[name] as string
+        if (carriesCredential(value, credential)) continue
+        headers[name] = value
       }
     } else {
       for (const name of this.#forwardedOnFirstClass) {
         const value = incoming[name]
-        if (value !== undefined) headers[name] = value
+        if (value !== undefined && !carriesCredential(value, credential)) headers[name] = value
       }
     }
     const extra = incoming['x-gateway-forward-headers']
@@ -197,7 +210,7 @@ export class ForwardPlugin implements GatewayPlugin {
         if (name.length === 0 || NOT_FORWARDED.has(name) || name.startsWith('x-gateway-')) continue
         if (name === 'authorization' && gatewayOwnsAuthorization) continue
         const value = incoming[name]
-        if (value !== undefined) headers[name] = value
+        if (value !== undefined && !carriesCredential(value, credential)) headers[name] = value
       }
     }
     for (const [name, value] of target.authHeaders) headers[name] = value
@@ -242,6 +255,23 @@ export class ForwardPlugin implements GatewayPlugin {
       body: { source: response.body, sse, toError: (error: unknown) => this.#upstream.toError(error, requestTimeoutMs) },
     }
   }
+}
+
+/**
+ * Whether a header value carries the gateway credential: the secret itself, `Bearer <secret>` in any
+ * casing or spacing, or the secret inside anything else. Secrets are long random strings (or JWTs),
+ * so containment has no false positives; one native substring search, no allocation.
+ */
+function carriesCredential(value: string, credential: string | null): boolean {
+  return credential !== null && value.includes(credential)
+}
+
+function customHostWithVirtualKey(): GatewayError {
+  return gatewayError(
+    ERRORS.GW_REQ_INVALID,
+    "x-gateway-custom-host cannot be combined with x-gateway-virtual-key: the virtual key's provider key goes only to its provider or to the key's own custom_host. Drop the header, or set the virtual key's custom_host through the Admin API (PUT /v1/virtual-keys/{id} with custom_host and key)",
+    { param: 'x-gateway-custom-host' },
+  )
 }
 
 /** Header names listed in `Connection` apply to one hop only and are not forwarded (RFC 9110 §7.6.1). */

@@ -9,6 +9,9 @@
  * in-process cache filled on first use (bounded; unknown slugs remembered briefly) and evicted by
  * `virtual-keys` and `workspaces` change notifications (`*` clears it). Provider keys are decrypted
  * once per cache fill; several keys are used in turn (round robin).
+ * A request that also sends `x-gateway-custom-host` is refused (400 GW_REQ_INVALID, before any
+ * lookup): the stored provider key goes only to its provider's endpoint or the key's own
+ * `custom_host`, and silently ignoring the header would hide that from the client.
  * Failure policy: fails closed. Unknown slug, or a key of another workspace → 404
  * GW_VIRTUAL_KEY_NOT_FOUND (never revealed); expired → 401 GW_VIRTUAL_KEY_EXPIRED; store
  * unreachable and nothing cached → 503 GW_VIRTUAL_KEY_UNAVAILABLE (a stale cached key is used while
@@ -21,6 +24,13 @@ import { ERRORS, gatewayError, type GatewayError } from '../../core/errors.js'
 import type { GatewayPlugin } from '../../core/plugin.js'
 import { CHANGE_CHANNELS, type AdminStore, type ChangeNotifier, type Clock, type Logger, type SecretCipher, type VirtualKeyRecord } from '../../core/ports.js'
 import type { VirtualKeyConfig } from './config.js'
+
+/** The client may not point a stored credential at a host of its choosing (API.md §2). */
+const CUSTOM_HOST_WITH_VIRTUAL_KEY = gatewayError(
+  ERRORS.GW_REQ_INVALID,
+  "x-gateway-custom-host cannot be combined with x-gateway-virtual-key: the virtual key's provider key goes only to its provider or to the key's own custom_host. Drop the header, or set the virtual key's custom_host through the Admin API (PUT /v1/virtual-keys/{id} with custom_host and key)",
+  { param: 'x-gateway-custom-host' },
+)
 
 /** Slugs are short; anything longer is unknown without asking the store. */
 const MAX_SLUG_LENGTH = 200
@@ -79,6 +89,7 @@ export class VirtualKeyPlugin implements GatewayPlugin {
   onRequest(ctx: RequestContext): GatewayError | undefined | Promise<GatewayError | undefined> {
     const slug = ctx.headers['x-gateway-virtual-key']
     if (slug === undefined) return undefined
+    if (ctx.headers['x-gateway-custom-host'] !== undefined) return CUSTOM_HOST_WITH_VIRTUAL_KEY
     const principal = ctx.principal
     if (principal === null || slug.length === 0 || slug.length > MAX_SLUG_LENGTH) return notFound(slug)
     const cacheKey = `${principal.organisationId}\n${slug}`

@@ -135,6 +135,20 @@ beforeEach(async () => {
 })
 
 describe('virtual-key plugin', () => {
+  it('refuses x-gateway-custom-host next to a virtual key, without asking the store or setting a credential', async () => {
+    const key = store.add(record({ customHost: 'http://127.0.0.1:9021/v1' }))
+    for (const host of ['https://attacker.example/v1', 'http://127.0.0.1:9021/v1', '']) {
+      const ctx = context(key.slug)
+      ;(ctx.headers as Record<string, string>)['x-gateway-custom-host'] = host
+      const result = await plugin.onRequest(ctx)
+      expectError(result, 400, 'GW_REQ_INVALID')
+      expect(result?.param).toBe('x-gateway-custom-host')
+      expect(result?.message).toContain("set the virtual key's custom_host through the Admin API")
+      expect(ctx.credential).toBeNull()
+    }
+    expect(store.lookups).toBe(0)
+  })
+
   it('does nothing without the header', async () => {
     const { ctx, result } = await run(undefined)
     expect(result).toBeUndefined()
