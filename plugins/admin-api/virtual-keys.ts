@@ -12,7 +12,13 @@
  *   store, and responses show only `masked_api_key` and `keys_count`. `model_config` is sealed too
  *   (it may carry provider secrets) and shown with secret-looking fields masked;
  * - every change and delete is published on the `virtual-keys` channel, so each instance drops its
- *   cached copy at once: a rotated `key` is used by the next request, with no client change.
+ *   cached copy at once: a rotated `key` is used by the next request, with no client change;
+ * - changing where the stored key goes (`custom_host`, `null` included, or `provider`) requires the
+ *   provider key (`key` or `keys`) in the same update, else 400 AB01: whoever may edit a key can
+ *   send it elsewhere only with a credential they already hold. A `custom_host` naming the same
+ *   endpoint as the stored one (after normalisation) is not a change;
+ * - `custom_host` is stored as the custom-host guard normalises it (`HTTP://LocalHost.:8080/v1/` →
+ *   `http://localhost:8080/v1`), the form every request is then sent to.
  */
 import { randomBytes, randomUUID } from 'node:crypto'
 import { z } from 'zod'
@@ -105,6 +111,13 @@ export const createVirtualKeyBody = z
 export const updateVirtualKeyBody = z
   .object({
     name: vkName.optional(),
+    provider: z
+      .string()
+      .trim()
+      .min(1)
+      .max(100)
+      .optional()
+      .describe('Moves the key to another provider; requires `key` or `keys` in the same update'),
     ...virtualKeyFields,
     /** Puts an exhausted virtual key back to work. */
     reset_usage: z.boolean().optional(),
@@ -140,17 +153,40 @@ function publishChange(deps: AdminDeps, id: string): void {
   deps.notifier.publish(CHANGE_CHANNELS.virtualKeys, id)
 }
 
-/** The provider exists, and the endpoint is reachable: its public one or an allowed custom host. */
-async function checkEndpoint(deps: AdminDeps, provider: string, host: string | null): Promise<GatewayError | null> {
+/**
+ * The provider exists, and the endpoint is reachable: its public one or an allowed custom host.
+ * Answers the custom host to store, normalised as the guard reads it (origin + base path).
+ */
+async function checkEndpoint(deps: AdminDeps, provider: string, host: string | null): Promise<GatewayError | { readonly customHost: string | null }> {
   const spec = deps.registry.get(provider)
   if (spec === undefined) return invalid(`provider: unknown provider "${provider.slice(0, 100)}"`, 'provider')
   if (host !== null) {
     const check = await deps.registry.checkCustomHost(host)
     if (!check.ok) return invalid(`custom_host: not allowed: ${check.reason}`, 'custom_host')
-  } else if (spec.baseUrl.length === 0) {
-    return invalid(`custom_host: required for provider "${provider}", which has no public endpoint`, 'custom_host')
+    return { customHost: check.origin + check.basePath }
   }
-  return null
+  if (spec.baseUrl.length === 0) return invalid(`custom_host: required for provider "${provider}", which has no public endpoint`, 'custom_host')
+  return { customHost: null }
+}
+
+/**
+ * Whether two custom host values name the same endpoint: scheme, host (lower case, without trailing
+ * dots, IPv4 in any spelling the URL parser reads), port and path without trailing slashes.
+ */
+function sameEndpoint(a: string | null, b: string | null): boolean {
+  if (a === null || b === null) return a === b
+  return endpointOf(a) === endpointOf(b)
+}
+
+function endpointOf(url: string): string {
+  let parsed: URL
+  try {
+    parsed = new URL(url)
+  } catch {
+    return url
+  }
+  const host = parsed.host.replace(/\.+(?=:\d+$|$)/, '')
+  return `${parsed.protocol}//${parsed.username}:${parsed.password}@${host}${parsed.pathname.replace(/\/+$/, '')}${parsed.search}${parsed.hash}`
 }
 
 function sealKeys(deps: AdminDeps, keys: readonly string[]): { sealedKeys: string[]; maskedKey: string | null } {
@@ -251,9 +287,8 @@ async function createVirtualKey(request: AdminRequest): Promise<Reply | GatewayE
   const workspace = target.workspace
   noteAction(ctx, { workspaceId: workspace.id })
   if (!(await canManage(deps, principal, workspace))) return forbidden('Only workspace admins and managers can create virtual keys')
-  const host = input.custom_host ?? null
-  const refused = await checkEndpoint(deps, input.provider, host)
-  if (refused !== null) return refused
+  const endpoint = await checkEndpoint(deps, input.provider, input.custom_host ?? null)
+  if (endpoint instanceof GatewayError) return endpoint
 
   const now = nowIso(deps)
   const base: VirtualKeyRecord = {
@@ -265,7 +300,7 @@ async function createVirtualKey(request: AdminRequest): Promise<Reply | GatewayE
     note: input.note ?? null,
     provider: input.provider,
     ...sealKeys(deps, providerKeysOf(input) ?? []),
-    customHost: host,
+    customHost: endpoint.customHost,
     sealedModelConfig: sealModelConfig(deps, input.model_config),
     rateLimits: rateLimitsOf(input.rate_limits),
     usageLimits: input.usage_limits == null ? null : usageLimitOf(input.usage_limits),
@@ -331,15 +366,23 @@ async function updateVirtualKey(request: AdminRequest): Promise<Reply | GatewayE
   const { deps } = request
   const { key } = found
   const input = body.value
-  const host = input.custom_host === undefined ? key.customHost : input.custom_host
-  if (input.custom_host !== undefined) {
-    const refused = await checkEndpoint(deps, key.provider, host)
-    if (refused !== null) return refused
-  }
   const rotated = providerKeysOf(input)
+  const provider = input.provider ?? key.provider
+  const moved = input.custom_host !== undefined && !sameEndpoint(input.custom_host, key.customHost) ? 'custom_host' : provider !== key.provider ? 'provider' : null
+  // Checked before the endpoint, so the refusal tells nothing about the new host.
+  if (moved !== null && rotated === undefined) {
+    return invalid(`${moved}: changing it requires the provider key (key or keys) in the same update, so the stored key is never sent to a new endpoint`, moved)
+  }
+  let host = key.customHost
+  if (input.custom_host !== undefined || provider !== key.provider) {
+    const endpoint = await checkEndpoint(deps, provider, input.custom_host === undefined ? key.customHost : input.custom_host)
+    if (endpoint instanceof GatewayError) return endpoint
+    host = endpoint.customHost
+  }
   const updated: VirtualKeyRecord = {
     ...key,
     name: input.name ?? key.name,
+    provider,
     note: input.note === undefined ? key.note : input.note,
     ...(rotated === undefined ? {} : sealKeys(deps, rotated)),
     customHost: host,
