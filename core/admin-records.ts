@@ -211,6 +211,8 @@ export interface AuditEntry {
   /** User id, or API key id when `userType` is `api_key`; `null` for unauthenticated callers. */
   readonly userId: string | null
   readonly userType: 'user' | 'api_key'
+  /** Id of the API key the request came through (also when it acted for a user); `null` for a JWT or no key. */
+  readonly apiKeyId: string | null
   readonly method: string
   /** Path with query string. */
   readonly uri: string
@@ -297,6 +299,8 @@ export interface AuditFilter {
   readonly requestId?: string
   readonly userId?: string
   readonly userType?: 'user' | 'api_key'
+  /** The API key the request came through. */
+  readonly apiKeyId?: string
   readonly workspaceId?: string
   readonly resourceType?: string
   readonly action?: string

@@ -2,7 +2,9 @@
  * Audit entries of Admin API requests (API.md §5 "audit logs"), built the same way by whoever
  * stores them: the admin-api plugin (with the change, in one transaction) and the audit plugin
  * (refused or failed requests). Secrets never reach an entry: request body fields that carry
- * credentials are masked, and so is a `:token` path parameter (the invite link's secret).
+ * credentials are masked (keys) or replaced whole by `[redacted]` (passwords, tokens, other
+ * secrets), and so is a `:token` path parameter (the invite link's secret). A body longer than
+ * `MAX_AUDIT_BODY_CHARS` is cut, with a marker, so a hostile request cannot grow the store.
  */
 import { randomUUID } from 'node:crypto'
 import type { AuditEntry } from './admin-records.js'
@@ -16,13 +18,26 @@ import { maskSecret } from './secrets.js'
  */
 const SECRET_FIELD = /^(keys?|api_?keys?|password|secret|token|authorization|credentials?|service_?account_?json)$|_(keys?|secret|token|password)$/i
 const CAMEL_SECRET_FIELD = /[a-z0-9](Key|Keys|Secret|Token|Password|Credentials?|AccountJson)$/
+/**
+ * Of those, the ones whose every character is secret (passwords, tokens, secrets, credentials):
+ * replaced whole by `REDACTED`, since even a few characters of a short password help a guesser.
+ * The rest (provider and API keys) keep the masked form, which tells keys apart.
+ */
+const WHOLLY_SECRET_FIELD = /pass(word|phrase)|token|secret|authori[sz]ation|credential|private|account_?json/i
+
+/** What a wholly secret value is stored as. */
+export const REDACTED = '[redacted]'
+
+/** Longest request body text an audit entry keeps (longer ones are cut, with `truncatedBody`'s marker). */
+export const MAX_AUDIT_BODY_CHARS = 16 * 1024
 
 /** Gateway API key secrets, wherever they appear in a body (e.g. pasted into a description). */
 const GATEWAY_SECRET = /^gw-[A-Za-z0-9_-]{20,}$/
 
 const MAX_DEPTH = 20
 
-function maskValue(value: unknown): unknown {
+function maskValue(name: string, value: unknown): unknown {
+  if (WHOLLY_SECRET_FIELD.test(name)) return REDACTED
   return typeof value === 'string' ? maskSecret(value) : '********'
 }
 
@@ -35,11 +50,32 @@ export function maskSecrets(value: unknown, depth = 0): unknown {
     const masked: Record<string, unknown> = {}
     for (const [name, field] of Object.entries(value)) {
       const secret = SECRET_FIELD.test(name) || CAMEL_SECRET_FIELD.test(name)
-      masked[name] = secret && field !== null ? maskValue(field) : maskSecrets(field, depth + 1)
+      masked[name] = secret && field !== null ? maskValue(name, field) : maskSecrets(field, depth + 1)
     }
     return masked
   }
   return value
+}
+
+/**
+ * `text` (a masked body's JSON) if it fits `MAX_AUDIT_BODY_CHARS`; otherwise a JSON string holding a
+ * `[truncated: <n> characters]` marker and as much of its start as fits, so the stored value stays
+ * JSON and within the bound.
+ */
+export function truncatedBody(text: string): string {
+  if (text.length <= MAX_AUDIT_BODY_CHARS) return text
+  const marker = `[truncated: ${text.length} characters] `
+  const room = MAX_AUDIT_BODY_CHARS - marker.length - 2
+  let keep = room
+  let stored = JSON.stringify(marker + text.slice(0, keep))
+  // Escaping (quotes, backslashes, control characters) lengthens the text: shrink what is kept by
+  // the escaping ratio seen so far until it fits (one or two rounds).
+  while (stored.length > MAX_AUDIT_BODY_CHARS) {
+    const escaped = stored.length - marker.length - 2
+    keep = Math.min(keep - 1, Math.floor((keep * room) / escaped))
+    stored = JSON.stringify(marker + text.slice(0, keep))
+  }
+  return stored
 }
 
 /** The query string as a JSON object text; a repeated parameter keeps its last value. */
@@ -70,14 +106,16 @@ export interface AuditFacts {
 
 /**
  * Who acted: the user behind a workspace user key or a JWT, otherwise the API key itself (service
- * keys act for no one user); an unauthenticated caller is the user it names, if any.
+ * keys act for no one user); an unauthenticated caller is the user it names, if any. `apiKeyId`
+ * always names the API key the request came through (none for a JWT or no credential), so an action
+ * in a user's name can be traced to the key that did it.
  */
-function actorOf(ctx: RequestContext, userId: string | null): Pick<AuditEntry, 'userId' | 'userType'> {
+function actorOf(ctx: RequestContext, userId: string | null): Pick<AuditEntry, 'userId' | 'userType' | 'apiKeyId'> {
   const principal = ctx.principal
-  if (principal === null) return { userId, userType: userId === null ? 'api_key' : 'user' }
-  if (principal.kind === 'jwt') return { userId: principal.keyId, userType: 'user' }
-  if (principal.keyType === 'workspace-user' && principal.userId !== null) return { userId: principal.userId, userType: 'user' }
-  return { userId: principal.keyId, userType: 'api_key' }
+  if (principal === null) return { userId, userType: userId === null ? 'api_key' : 'user', apiKeyId: null }
+  if (principal.kind === 'jwt') return { userId: principal.keyId, userType: 'user', apiKeyId: null }
+  if (principal.keyType === 'workspace-user' && principal.userId !== null) return { userId: principal.userId, userType: 'user', apiKeyId: principal.keyId }
+  return { userId: principal.keyId, userType: 'api_key', apiKeyId: principal.keyId }
 }
 
 /**
@@ -89,7 +127,7 @@ export function auditEntryOf(ctx: RequestContext, facts: AuditFacts): AuditEntry
   const principal = ctx.principal
   const paramResource = audit?.resourceParam == null ? null : (ctx.params[audit.resourceParam] ?? null)
   let body: string | null = null
-  if (ctx.body !== null) body = JSON.stringify(maskSecrets(ctx.body))
+  if (ctx.body !== null) body = truncatedBody(JSON.stringify(maskSecrets(ctx.body)))
   else if (ctx.rawBody !== null && ctx.rawBody.length > 0) body = JSON.stringify('(unparsed body)')
   return {
     id: randomUUID(),

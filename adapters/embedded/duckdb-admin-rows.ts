@@ -190,6 +190,7 @@ export function auditRow(entry: AuditEntry): AdminRow {
     workspace_id: entry.workspaceId,
     user_id: entry.userId,
     user_type: entry.userType,
+    api_key_id: entry.apiKeyId,
     method: entry.method,
     uri: entry.uri,
     request_id: entry.requestId,
@@ -233,6 +234,7 @@ export const COLUMNS = {
   audit_log: [
     'id', 'timestamp', 'organisation_id', 'workspace_id', 'user_id', 'user_type', 'method', 'uri', 'request_id',
     'request_body', 'query_params', 'response_status_code', 'resource_type', 'action', 'resource_id', 'client_ip',
+    'api_key_id',
   ],
 } as const satisfies Record<string, readonly string[]>
 
@@ -453,6 +455,7 @@ export function toAuditEntry(row: SqlRow, prefix = ''): AuditEntry {
     workspaceId: read.optionalText('workspace_id'),
     userId: read.optionalText('user_id'),
     userType: read.text('user_type') as AuditEntry['userType'],
+    apiKeyId: read.optionalText('api_key_id'),
     method: read.text('method'),
     uri: read.text('uri'),
     requestId: read.text('request_id'),

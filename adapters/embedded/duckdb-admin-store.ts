@@ -217,6 +217,7 @@ export class DuckDbAdminStore implements AdminStore {
       ['request_id', filter.requestId],
       ['user_id', filter.userId],
       ['user_type', filter.userType],
+      ['api_key_id', filter.apiKeyId],
       ['workspace_id', filter.workspaceId],
       ['resource_type', filter.resourceType],
       ['action', filter.action],

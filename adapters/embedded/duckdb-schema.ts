@@ -210,7 +210,8 @@ export const ADMIN_TABLES = [
       resource_type VARCHAR NOT NULL,
       action VARCHAR NOT NULL,
       resource_id VARCHAR,
-      client_ip VARCHAR
+      client_ip VARCHAR,
+      api_key_id VARCHAR
     )`,
     uniqueKeys: [{ columns: ['id'], field: 'id', message: 'An audit entry with this id already exists' }],
   },
@@ -249,6 +250,8 @@ export const ADMIN_COLUMN_MIGRATIONS: readonly ColumnMigration[] = [
   { table: 'api_keys', column: 'previous_key_hash', type: 'VARCHAR', fill: null, notNull: false },
   { table: 'api_keys', column: 'previous_key_expires_at', type: 'TIMESTAMP', fill: null, notNull: false },
   { table: 'api_keys', column: 'last_rotated_at', type: 'TIMESTAMP', fill: null, notNull: false },
+  // Older entries named a service key only as their actor; a user key's entries cannot be traced back.
+  { table: 'audit_log', column: 'api_key_id', type: 'VARCHAR', fill: `CASE WHEN user_type = 'api_key' THEN user_id END`, notNull: false },
 ]
 
 /**

@@ -173,6 +173,8 @@ export interface AuditDocument {
   workspace_id: string | null
   user_id: string | null
   user_type: 'user' | 'api_key'
+  /** Absent in entries written before it was recorded. */
+  api_key_id?: string | null
   method: string
   uri: string
   request_id: string

@@ -109,6 +109,7 @@ export function auditQuery(organisationId: string, filter: AuditFilter): Filter<
     ['requestId', 'request_id'],
     ['userId', 'user_id'],
     ['userType', 'user_type'],
+    ['apiKeyId', 'api_key_id'],
     ['workspaceId', 'workspace_id'],
     ['resourceType', 'resource_type'],
     ['action', 'action'],

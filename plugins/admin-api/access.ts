@@ -6,11 +6,25 @@
  *   (never revealed);
  * - inside its workspace a service key or JWT acts as a manager; a user key acts with its user's
  *   rights: organisation owners and admins are admins of every workspace, others have the role of
- *   their membership (members are read-only).
+ *   their membership (members are read-only);
+ * - no privilege is gained through another key or user: acting on a key (create, update, rotate,
+ *   delete) needs the caller's own rights to cover every scope of that key and, for a user key, a
+ *   rank no lower than that user's; granting or changing a member's role likewise (`rankOf`,
+ *   `userRank`, `coversScope`).
  */
 import type { ApiKeyType, Principal } from '../../core/context.js'
-import type { WorkspaceRecord, WorkspaceRole } from '../../core/ports.js'
+import type { UserRecord, WorkspaceRecord } from '../../core/ports.js'
+import { ADMIN_KEY_SCOPES } from '../../core/scopes.js'
 import type { AdminDeps } from './request.js'
+
+/**
+ * Standing inside one workspace, lowest first. Organisation owners and admins act as workspace
+ * admins everywhere but outrank them, so a workspace admin cannot act for them; an Admin API key is
+ * the organisation's own credential and outranks everyone.
+ */
+export const RANKS = { none: 0, member: 1, manager: 2, admin: 3, organisationAdmin: 4, owner: 5 } as const
+
+const ADMIN_KEY_SCOPE_SET: ReadonlySet<string> = new Set(ADMIN_KEY_SCOPES)
 
 export function isAdminKey(principal: Principal): boolean {
   return principal.keyType === 'organisation-service'
@@ -43,23 +57,27 @@ export async function targetWorkspace(
   return workspace === null ? { ok: false, missing: false } : { ok: true, workspace }
 }
 
-/** The caller's effective role in a workspace it can see (`null`: no rights there at all). */
-export async function roleIn(deps: AdminDeps, principal: Principal, workspace: WorkspaceRecord): Promise<WorkspaceRole | null> {
-  if (isAdminKey(principal)) return 'admin'
-  if (principal.workspaceId !== workspace.id) return null
-  if (principal.kind === 'jwt' || principal.keyType === 'workspace-service') return 'manager'
-  if (principal.userId === null) return 'member'
-  const user = await deps.store.findUser(principal.organisationId, principal.userId)
-  if (user === null) return null
-  if (user.role === 'owner' || user.role === 'admin') return 'admin'
+/** A user's rank in `workspace` (`RANKS`): their organisation role, else their membership's role. */
+export async function userRank(deps: AdminDeps, user: UserRecord, workspace: WorkspaceRecord): Promise<number> {
+  if (user.role === 'owner') return RANKS.owner
+  if (user.role === 'admin') return RANKS.organisationAdmin
   const membership = await deps.store.findMember(workspace.id, user.id)
-  return membership?.member.role ?? null
+  return membership === null ? RANKS.none : RANKS[membership.member.role]
 }
 
-/** Whether the caller may change a workspace's settings, members and keys. */
+/** The caller's rank in a workspace (`RANKS.none` for one it cannot see). */
+export async function rankOf(deps: AdminDeps, principal: Principal, workspace: WorkspaceRecord): Promise<number> {
+  if (isAdminKey(principal)) return RANKS.owner
+  if (principal.workspaceId !== workspace.id) return RANKS.none
+  if (principal.kind === 'jwt' || principal.keyType === 'workspace-service') return RANKS.manager
+  if (principal.userId === null) return RANKS.member
+  const user = await deps.store.findUser(principal.organisationId, principal.userId)
+  return user === null ? RANKS.none : userRank(deps, user, workspace)
+}
+
+/** Whether the caller may change a workspace's settings, members and keys (admins and managers). */
 export async function canManage(deps: AdminDeps, principal: Principal, workspace: WorkspaceRecord): Promise<boolean> {
-  const role = await roleIn(deps, principal, workspace)
-  return role === 'admin' || role === 'manager'
+  return (await rankOf(deps, principal, workspace)) >= RANKS.manager
 }
 
 /** `organisation-service` → `organisation_service_api_keys`: the scope resource of a key type. */
@@ -71,4 +89,21 @@ export function keyScopeResource(type: ApiKeyType): string {
 export function hasKeyScope(principal: Principal, type: ApiKeyType, ...actions: string[]): boolean {
   const resource = keyScopeResource(type)
   return actions.some((action) => principal.scopes.has(`${resource}.${action}`))
+}
+
+/**
+ * Whether the caller's own rights cover `scope` on a key of `type`: it holds the scope itself, or it
+ * is an Admin API key and the scope is a workspace-only one that no Admin API key can hold
+ * (`completions.write`, `logs.write`, ...). A scope both kinds of key can hold (`virtual_keys.update`)
+ * is covered only when held.
+ */
+export function coversScope(principal: Principal, type: ApiKeyType, scope: string): boolean {
+  if (principal.scopes.has(scope)) return true
+  return isAdminKey(principal) && type !== 'organisation-service' && !ADMIN_KEY_SCOPE_SET.has(scope)
+}
+
+/** The first of `scopes` the caller's rights do not cover (`coversScope`), or `undefined`. */
+export function uncoveredScope(principal: Principal, type: ApiKeyType, scopes: Iterable<string>): string | undefined {
+  for (const scope of scopes) if (!coversScope(principal, type, scope)) return scope
+  return undefined
 }

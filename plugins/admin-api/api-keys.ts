@@ -6,8 +6,11 @@
  *   user key), since one route serves every type;
  * - Admin API keys manage every key of the organisation; a workspace caller manages keys of its
  *   own workspace only, and only as a workspace admin or manager (members are read-only);
- * - nobody grants scopes they do not hold themselves (an Admin API key may grant any workspace
- *   scope, which it cannot hold);
+ * - no privilege is gained through another key or user (API.md §1): a caller creates, updates,
+ *   rotates or deletes a key only when its own rights cover every scope of that key (before and
+ *   after the change) and, for a user key, that user's rank in the workspace is no higher than the
+ *   caller's; otherwise 403. An Admin API key covers the workspace-only scopes it cannot hold
+ *   (`completions.write`, ...), and only those beyond its own (access.ts `coversScope`);
  * - the secret is returned by create and rotate only; reads show the masked form. Rotation keeps
  *   the id and accepts the old secret until `key_transition_expires_at`.
  */
@@ -18,7 +21,7 @@ import { jsonReply, type Reply } from '../../core/plugin.js'
 import { CHANGE_CHANNELS, type ApiKeyRecord, type WorkspaceRecord } from '../../core/ports.js'
 import { ADMIN_KEY_SCOPES, WORKSPACE_KEY_SCOPES, normaliseScope } from '../../core/scopes.js'
 import { hashSecret, issueApiKey, maskSecret, newApiKeySecret } from '../../core/secrets.js'
-import { canManage, hasKeyScope, isAdminKey, targetWorkspace, visibleWorkspace } from './access.js'
+import { canManage, hasKeyScope, isAdminKey, keyScopeResource, rankOf, targetWorkspace, uncoveredScope, userRank, visibleWorkspace } from './access.js'
 import { defaultsOf, rateLimitsOf, usageLimitOf } from './inputs.js'
 import {
   budgetUsage,
@@ -46,18 +49,38 @@ const KEY_TYPES: readonly ApiKeyType[] = ['organisation-service', 'workspace-ser
 
 /**
  * Normalised, de-duplicated scopes for a key of `type`, or the error naming the first scope that
- * is unknown for that type or that the caller cannot grant.
+ * is unknown for that type or that the caller cannot grant (`coversScope`).
  */
 function grantableScopes(principal: Principal, type: ApiKeyType, requested: readonly string[]): string[] | GatewayError {
   const allowed = type === 'organisation-service' ? ADMIN_SCOPE_SET : WORKSPACE_SCOPE_SET
-  // An Admin API key grants any workspace scope; everyone else only scopes they hold.
-  const limitedToOwn = type === 'organisation-service' || !isAdminKey(principal)
   const scopes = [...new Set(requested.map(normaliseScope))]
   for (const scope of scopes) {
     if (!allowed.has(scope)) return invalid(`scopes: "${scope}" is not a valid scope for a ${type} key`, 'scopes')
-    if (limitedToOwn && !principal.scopes.has(scope)) return forbidden(`scopes: you cannot grant "${scope}", which your own key does not hold`)
   }
+  const beyond = uncoveredScope(principal, type, scopes)
+  if (beyond !== undefined) return forbidden(`scopes: you cannot grant "${beyond}", which your own key does not hold`)
   return scopes
+}
+
+/**
+ * 403 unless the caller may act for the user a workspace user key belongs to: that user's rank in
+ * the workspace must be no higher than the caller's (a manager cannot mint, rotate or delete a
+ * workspace admin's or the owner's key, and so act as them).
+ */
+async function outranked(deps: AdminDeps, principal: Principal, workspace: WorkspaceRecord, userId: string): Promise<GatewayError | null> {
+  const user = await deps.store.findUser(principal.organisationId, userId)
+  // A user who left the organisation has no standing left to protect.
+  if (user === null) return null
+  if ((await userRank(deps, user, workspace)) <= (await rankOf(deps, principal, workspace))) return null
+  return forbidden("The key's user has a higher role than yours: you cannot create or change keys that act as them")
+}
+
+/** 403 unless the caller's rights cover every scope the key holds and, for a user key, its user (`outranked`). */
+async function mayActOn(deps: AdminDeps, principal: Principal, key: ApiKeyRecord, workspace: WorkspaceRecord | null): Promise<GatewayError | null> {
+  const beyond = uncoveredScope(principal, key.type, key.scopes.map(normaliseScope))
+  if (beyond !== undefined) return forbidden(`This key holds "${beyond}", which your own key does not: you cannot change, rotate or delete it`)
+  if (key.type !== 'workspace-user' || key.userId === null || workspace === null) return null
+  return outranked(deps, principal, workspace, key.userId)
 }
 
 /** The key of the path if the caller may see it (404 otherwise), with its workspace. */
@@ -72,20 +95,22 @@ async function visibleKey(request: AdminRequest): Promise<{ key: ApiKeyRecord; w
 }
 
 /**
- * The key of the path if the caller may change it with `actions` (any one): the type's scope, and
- * for workspace callers the right to manage the key's workspace.
+ * The key of the path if the caller may change it with `actions` (any one): the type's scope, for
+ * workspace callers the right to manage the key's workspace, and rights that cover the key's own
+ * (`mayActOn`).
  */
 async function changeableKey(request: AdminRequest, ...actions: string[]): Promise<{ key: ApiKeyRecord; workspace: WorkspaceRecord | null } | GatewayError> {
   const found = await visibleKey(request)
   if (found instanceof GatewayError) return found
   const { deps, principal } = request
   if (!hasKeyScope(principal, found.key.type, ...actions)) {
-    return gatewayError(ERRORS.GW_SCOPE_MISSING, `You do not have enough permissions to execute this request: needs ${actions.map((action) => `${found.key.type.replace('-', '_')}_api_keys.${action}`).join(' or ')}`)
+    return gatewayError(ERRORS.GW_SCOPE_MISSING, `You do not have enough permissions to execute this request: needs ${actions.map((action) => `${keyScopeResource(found.key.type)}.${action}`).join(' or ')}`)
   }
   if (!isAdminKey(principal) && (found.workspace === null || !(await canManage(deps, principal, found.workspace)))) {
     return forbidden('Only workspace admins and managers can change API keys')
   }
-  return found
+  const refused = await mayActOn(deps, principal, found.key, found.workspace)
+  return refused ?? found
 }
 
 /** The budget state of the key's usage limit (see `budgetUsage`). */
@@ -133,6 +158,8 @@ function createApiKey(type: ApiKeyType): Handler {
         if (!orgWide && (await deps.store.findMember(workspace.id, user.id)) === null) {
           return invalid('user_id: the user is not a member of this workspace', 'user_id')
         }
+        const refused = await outranked(deps, principal, workspace, user.id)
+        if (refused !== null) return refused
       } else if (input.user_id !== undefined) {
         return invalid('user_id: not allowed for service keys', 'user_id')
       }

@@ -13,9 +13,11 @@ import { jsonReply, type Reply } from '../../core/plugin.js'
 import { CHANGE_CHANNELS, type ApiKeyRecord, type InviteRecord, type UserRecord, type WorkspaceMemberRecord } from '../../core/ports.js'
 import { normaliseScope, WORKSPACE_KEY_SCOPES } from '../../core/scopes.js'
 import { hashSecret, issueApiKey } from '../../core/secrets.js'
+import { uncoveredScope } from './access.js'
 import { hashPassword } from './password.js'
 import {
   commit,
+  forbidden,
   invalid,
   noteAction,
   notFound,
@@ -129,6 +131,9 @@ async function createInvite(request: AdminRequest): Promise<Reply | GatewayError
   const input = body.value
   const keyScopes = keyScopesOf(input.workspace_api_key_details?.scopes)
   if (!keyScopes.ok) return keyScopes.error
+  // The invited user's keys are keys this caller mints: the same rule as creating them directly.
+  const beyond = keyScopes.scopes === null ? undefined : uncoveredScope(principal, 'workspace-user', keyScopes.scopes)
+  if (beyond !== undefined) return forbidden(`workspace_api_key_details.scopes: you cannot grant "${beyond}", which your own key does not hold`)
   const workspaces: Array<InviteRecord['workspaces'][number]> = []
   for (const [index, entry] of input.workspaces.entries()) {
     const workspace = await deps.store.findWorkspace(principal.organisationId, entry.id)
@@ -201,7 +206,10 @@ async function resendInvite(request: AdminRequest): Promise<Reply | GatewayError
   if (invite instanceof GatewayError) return invite
   const settled = settledError(invite)
   if (settled !== null) return settled
-  const { deps } = request
+  const { deps, principal } = request
+  // The new link goes to this caller: it must be one who could have made the invite itself.
+  const beyond = invite.apiKeyScopes === null ? undefined : uncoveredScope(principal, 'workspace-user', invite.apiKeyScopes)
+  if (beyond !== undefined) return forbidden(`This invite grants "${beyond}", which your own key does not hold: you cannot resend it`)
   // A new token replaces the old hash, so the previous link stops working.
   const { token, tokenHash } = newInviteToken()
   const now = nowIso(deps, invite.lastUpdatedAt)

@@ -230,6 +230,7 @@ export const listAuditLogsQuery = z.object({
   request_id: z.string().max(100).optional(),
   user_id: z.string().max(320).optional(),
   user_type: z.enum(['user', 'api_key']).optional(),
+  api_key_id: z.string().max(100).optional().describe('The API key the request came through (also when it acted for a user)'),
   workspace_id: z.string().max(200).optional(),
   resource_type: z.string().max(100).optional(),
   action: z.string().max(100).optional(),

@@ -8,8 +8,8 @@ import type { BudgetUsage } from '../../core/budgets.js'
 import type { Principal } from '../../core/context.js'
 import { ERRORS, GatewayError, gatewayError } from '../../core/errors.js'
 import { jsonReply, type Reply } from '../../core/plugin.js'
-import { CHANGE_CHANNELS, type AdminWriter, type ApiKeyRecord, type WorkspaceRecord, type WorkspaceRole } from '../../core/ports.js'
-import { canManage, roleIn, visibleWorkspace } from './access.js'
+import { CHANGE_CHANNELS, type AdminWriter, type ApiKeyRecord, type UserRecord, type WorkspaceRecord, type WorkspaceRole } from '../../core/ports.js'
+import { canManage, rankOf, RANKS, userRank, visibleWorkspace } from './access.js'
 import { defaultsOf, rateLimitsOf, usageLimitOf } from './inputs.js'
 import {
   budgetUsage,
@@ -77,9 +77,19 @@ async function managedWorkspace(request: AdminRequest): Promise<WorkspaceRecord 
   return workspace
 }
 
-/** Only workspace admins may grant the admin role. */
+/** A role is granted only by a caller of at least that rank: only workspace admins grant admin. */
 async function mayGrant(deps: AdminDeps, principal: Principal, workspace: WorkspaceRecord, role: WorkspaceRole): Promise<boolean> {
-  return role !== 'admin' || (await roleIn(deps, principal, workspace)) === 'admin'
+  return RANKS[role] <= (await rankOf(deps, principal, workspace))
+}
+
+/**
+ * 403 when the member outranks the caller (API.md §1: no privilege gained through another user):
+ * their role cannot be changed nor their membership, and with it their keys, removed. An
+ * organisation owner or admin outranks every workspace role, whatever their membership says.
+ */
+async function outrankingMember(deps: AdminDeps, principal: Principal, workspace: WorkspaceRecord, member: { user: UserRecord }): Promise<GatewayError | null> {
+  if ((await userRank(deps, member.user, workspace)) <= (await rankOf(deps, principal, workspace))) return null
+  return forbidden('This member has a higher role than yours: only someone of at least their rank can change or remove them')
 }
 
 /** Deletes a user's `workspace-user` keys in one workspace (membership removed → keys revoked). */
@@ -253,7 +263,9 @@ async function updateMember(request: AdminRequest): Promise<Reply | GatewayError
   const entry = await deps.store.findMember(workspace.id, request.ctx.params.userId ?? '')
   if (entry === null) return notFound('Workspace member')
   const grantsOrRevokesAdmin = body.value.role === 'admin' || entry.member.role === 'admin'
-  if (grantsOrRevokesAdmin && (await roleIn(deps, principal, workspace)) !== 'admin') return forbidden('Only workspace admins can grant or revoke the admin role')
+  if (grantsOrRevokesAdmin && (await rankOf(deps, principal, workspace)) < RANKS.admin) return forbidden('Only workspace admins can grant or revoke the admin role')
+  const outranking = await outrankingMember(deps, principal, workspace, entry)
+  if (outranking !== null) return outranking
   const updated = { ...entry.member, role: body.value.role, lastUpdatedAt: nowIso(deps, entry.member.lastUpdatedAt) }
   await commit(request, 200, (writer) => writer.updateMember(updated, entry.member.lastUpdatedAt).then(requireApplied))
   return jsonReply(200, memberView({ member: updated, user: entry.user }, workspace))
@@ -265,7 +277,9 @@ async function deleteMember(request: AdminRequest): Promise<Reply | GatewayError
   const { deps, principal } = request
   const entry = await deps.store.findMember(workspace.id, request.ctx.params.userId ?? '')
   if (entry === null) return notFound('Workspace member')
-  if (entry.member.role === 'admin' && (await roleIn(deps, principal, workspace)) !== 'admin') return forbidden('Only workspace admins can remove an admin')
+  if (entry.member.role === 'admin' && (await rankOf(deps, principal, workspace)) < RANKS.admin) return forbidden('Only workspace admins can remove an admin')
+  const outranking = await outrankingMember(deps, principal, workspace, entry)
+  if (outranking !== null) return outranking
   const revoked = await commit(request, 200, async (writer) => {
     await writer.deleteMember(workspace.id, entry.user.id)
     return revokeUserKeys(deps, writer, workspace, entry.user.id)

@@ -109,6 +109,7 @@ export async function applyBootstrapJwt(
     workspaceId: null,
     userId: null,
     userType: 'api_key',
+    apiKeyId: null,
     method: 'PUT',
     uri: '/v1/admin/organisation/jwt',
     requestId: randomUUID(),

@@ -211,6 +211,7 @@ export class BudgetPlugin implements GatewayPlugin {
       workspaceId: hold.workspaceId,
       userId: principal.kind === 'jwt' || principal.keyType === 'workspace-user' ? (principal.userId ?? principal.keyId) : principal.keyId,
       userType: principal.kind === 'jwt' || principal.keyType === 'workspace-user' ? ('user' as const) : ('api_key' as const),
+      apiKeyId: principal.kind === 'api-key' ? principal.keyId : null,
       method: ctx.method,
       uri: ctx.query.length === 0 ? ctx.path : `${ctx.path}?${ctx.query}`,
       requestId: ctx.requestId,

@@ -148,6 +148,7 @@ function audit(organisationId: string | null, overrides: Partial<AuditEntry> = {
     workspaceId: null,
     userId: null,
     userType: 'api_key',
+    apiKeyId: null,
     method: 'POST',
     uri: '/v1/admin/workspaces',
     requestId: randomUUID(),
@@ -163,6 +164,14 @@ function audit(organisationId: string | null, overrides: Partial<AuditEntry> = {
 }
 
 /** The tables exactly as the first release created them (before users, limits, members, invites and audit). */
+/** The audit log table as written before `api_key_id` was added. */
+const AUDIT_LOG_BEFORE_API_KEY_ID = `CREATE TABLE audit_log (
+  id VARCHAR PRIMARY KEY, timestamp TIMESTAMP NOT NULL, organisation_id VARCHAR, workspace_id VARCHAR, user_id VARCHAR,
+  user_type VARCHAR NOT NULL, method VARCHAR NOT NULL, uri VARCHAR NOT NULL, request_id VARCHAR NOT NULL, request_body VARCHAR,
+  query_params VARCHAR NOT NULL, response_status_code INTEGER NOT NULL, resource_type VARCHAR NOT NULL, action VARCHAR NOT NULL,
+  resource_id VARCHAR, client_ip VARCHAR
+)`
+
 const FIRST_RELEASE_DDL = [
   `CREATE TABLE organisations (
     id VARCHAR PRIMARY KEY,
@@ -493,6 +502,16 @@ describe('DuckDbAdminStore migration from the first release', () => {
       [keyId, 'd'.repeat(64), 'gw********old', 'Old key', null, 'workspace-service', orgId, workspaceId, null, ['completions.write'],
         'active', null, 'api', created, updated],
     )
+    // The audit log before it named the key a request came through: a service key's entry, a user's entry.
+    await session.run(AUDIT_LOG_BEFORE_API_KEY_ID)
+    for (const [id, actor, actorType] of [['old-audit-1', keyId, 'api_key'], ['old-audit-2', userId, 'user']] as const) {
+      await session.run(
+        `INSERT INTO audit_log (id, timestamp, organisation_id, workspace_id, user_id, user_type, method, uri, request_id, request_body,
+           query_params, response_status_code, resource_type, action, resource_id, client_ip)
+         VALUES ($1, $2, $3, NULL, $4, $5, 'POST', '/v1/admin/workspaces', 'req-old', NULL, '{}', 200, 'workspace', 'create', NULL, NULL)`,
+        [id, created, orgId, actor, actorType],
+      )
+    }
     await session.close()
     await database.close()
 
@@ -549,7 +568,10 @@ describe('DuckDbAdminStore migration from the first release', () => {
     expect((await store.findUser(orgId, userId))?.passwordHash).toBe('scrypt$x')
     expect((await store.findApiKeyByHash('d'.repeat(64)))?.keyHash).toBe('e'.repeat(64))
     expect(await store.listMembershipsOfUser(orgId, userId)).toHaveLength(1)
-    expect((await store.listAuditEntries(orgId, {}, { offset: 0, limit: 10 })).total).toBe(1)
+    expect((await store.listAuditEntries(orgId, {}, { offset: 0, limit: 10 })).total).toBe(3)
+    // Old entries of a service key name it as the key they came through; a user's entry cannot tell.
+    const old = (await store.listAuditEntries(orgId, { requestId: 'req-old' }, { offset: 0, limit: 10 })).items
+    expect(old.map((entry) => [entry.id, entry.apiKeyId])).toEqual([['old-audit-1', keyId], ['old-audit-2', null]])
 
     // The first release had no virtual keys: the table is created on start and takes part in the cascade.
     const providerKey = virtualKey(orgId, workspaceId)

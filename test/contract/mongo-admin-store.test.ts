@@ -182,6 +182,7 @@ function auditEntry(organisationId: string | null, overrides: Partial<AuditEntry
     workspaceId: null,
     userId: randomUUID(),
     userType: 'api_key',
+    apiKeyId: null,
     method: 'POST',
     uri: '/v1/admin/workspaces?x=1',
     requestId: randomUUID(),

@@ -80,7 +80,7 @@ describe('audit log', () => {
     expect(answer.body.total).toBe(4)
     // Newest first.
     const [deleted, keyCreated, updated, created] = answer.body.data as [Json, Json, Json, Json]
-    const common = { object: 'audit-log', user_id: adminKeyId, user_type: 'api_key', organisation_id: organisationId, response_status_code: 200 }
+    const common = { object: 'audit-log', user_id: adminKeyId, user_type: 'api_key', api_key_id: adminKeyId, organisation_id: organisationId, response_status_code: 200 }
     expect(created).toMatchObject({ ...common, method: 'POST', uri: '/v1/admin/workspaces', resource_type: 'workspace', action: 'create', workspace_id: workspaceSlug, resource_id: workspaceSlug })
     expect(updated).toMatchObject({ ...common, method: 'PUT', uri: `/v1/admin/workspaces/${workspaceSlug}`, resource_type: 'workspace', action: 'update', workspace_id: workspaceSlug })
     expect(keyCreated).toMatchObject({ ...common, method: 'POST', uri: '/v1/api-keys/workspace/service', resource_type: 'api_key', action: 'create', workspace_id: workspaceSlug })
@@ -88,7 +88,7 @@ describe('audit log', () => {
     for (const entry of answer.body.data as Json[]) {
       expect(Object.keys(entry).sort()).toEqual(
         [
-          'action', 'client_ip', 'id', 'method', 'object', 'organisation_id', 'query_params', 'request_body', 'request_id', 'resource_id',
+          'action', 'api_key_id', 'client_ip', 'id', 'method', 'object', 'organisation_id', 'query_params', 'request_body', 'request_id', 'resource_id',
           'resource_type', 'response_status_code', 'timestamp', 'uri', 'user_id', 'user_type', 'workspace_id',
         ].sort(),
       )

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { auditEntryOf, maskSecrets } from '../../../core/audit.js'
+import { auditEntryOf, MAX_AUDIT_BODY_CHARS, maskSecrets, REDACTED, truncatedBody } from '../../../core/audit.js'
 import { ClientAbort, RequestContext, type Principal } from '../../../core/context.js'
 import { ADMIN_ROUTES, type RouteSpec } from '../../../core/routes.js'
 
@@ -40,7 +40,7 @@ const serviceKey: Principal = {
 }
 
 describe('maskSecrets', () => {
-  it('masks credential fields at any depth and leaves the rest alone', () => {
+  it('masks key fields, replaces passwords, tokens and secrets whole, at any depth, and leaves the rest alone', () => {
     const masked = maskSecrets({
       name: 'prod',
       key: 'sk-live-abcdefghijklmnop',
@@ -52,11 +52,24 @@ describe('maskSecrets', () => {
     expect(masked.name).toBe('prod')
     expect(masked.key).toBe('sk********nop')
     expect(masked.nested.api_key).toBe('ab********jkl')
-    expect(masked.nested.aws_secret_access_key).toBe('AK********xxx')
-    expect(masked.nested.list[0].password).toBe('hu********er2')
+    expect(masked.nested.aws_secret_access_key).toBe(REDACTED)
+    expect(masked.nested.list[0].password).toBe(REDACTED)
     expect(masked.key_transition_period_ms).toBe(1_800_000)
     expect(masked.scopes).toEqual(['completions.write'])
-    expect(masked.client_token).toBe('********')
+    expect(masked.client_token).toBe(REDACTED)
+  })
+
+  it('never keeps a character of a password, token or secret, whatever its spelling', () => {
+    const masked = maskSecrets({
+      password: 'password123',
+      newPassword: 'correct horse',
+      sessionToken: 'tok-1234567890',
+      refresh_token: 'rt-1234567890',
+      client_secret: 'cs-1234567890',
+      authorization: 'Bearer abcdefghijkl',
+      serviceAccountJson: '{"private_key":"-----BEGIN"}',
+    }) as Record<string, unknown>
+    for (const value of Object.values(masked)) expect(value).toBe(REDACTED)
   })
 
   it('masks gateway secrets wherever they appear', () => {
@@ -97,10 +110,50 @@ describe('auditEntryOf', () => {
     expect(JSON.parse(entry.requestBody ?? '{}').name).toBe('renamed')
   })
 
-  it('attributes a workspace user key to its user', () => {
+  it('attributes a workspace user key to its user and names the key it came through', () => {
     const ctx = makeCtx('admin.workspaces.update', '/v1/admin/workspaces/ws-a', { workspaceId: 'ws-a' })
     ctx.principal = { ...serviceKey, keyType: 'workspace-user', userId: 'user-7' }
-    expect(auditEntryOf(ctx, { status: 403 })).toMatchObject({ userId: 'user-7', userType: 'user', responseStatusCode: 403, resourceId: 'ws-a' })
+    expect(auditEntryOf(ctx, { status: 403 })).toMatchObject({ userId: 'user-7', userType: 'user', apiKeyId: 'key-1', responseStatusCode: 403, resourceId: 'ws-a' })
+  })
+
+  it('names the key of a service key, and none for a JWT or an unauthenticated caller', () => {
+    const ctx = makeCtx('admin.workspaces.update', '/v1/admin/workspaces/ws-a', { workspaceId: 'ws-a' })
+    ctx.principal = serviceKey
+    expect(auditEntryOf(ctx, { status: 200 })).toMatchObject({ userId: 'key-1', userType: 'api_key', apiKeyId: 'key-1' })
+    ctx.principal = { ...serviceKey, kind: 'jwt', keyId: 'alice@example.test' }
+    expect(auditEntryOf(ctx, { status: 200 })).toMatchObject({ userId: 'alice@example.test', userType: 'user', apiKeyId: null })
+    ctx.principal = null
+    expect(auditEntryOf(ctx, { status: 401 })).toMatchObject({ userId: null, apiKeyId: null })
+  })
+
+  it('keeps at most 16 KiB of a body, as JSON, with a marker saying how long it was', () => {
+    const ctx = makeCtx('admin.workspaces.update', '/v1/admin/workspaces/ws-a', { workspaceId: 'ws-a' })
+    ctx.principal = serviceKey
+    ctx.body = { description: 'x'.repeat(9 * 1024 * 1024) }
+    const entry = auditEntryOf(ctx, { status: 400 })
+    expect(entry.requestBody?.length).toBeLessThanOrEqual(MAX_AUDIT_BODY_CHARS)
+    const stored = JSON.parse(entry.requestBody ?? '') as string
+    expect(stored.startsWith(`[truncated: ${9 * 1024 * 1024 + '{"description":""}'.length} characters] {"description":"xxx`)).toBe(true)
+    ctx.body = { description: 'short' }
+    expect(auditEntryOf(ctx, { status: 400 }).requestBody).toBe('{"description":"short"}')
+  })
+})
+
+describe('truncatedBody', () => {
+  it('stays within the bound when escaping lengthens the kept text', () => {
+    for (const filler of ['"', '\\', '\u0001', '😀']) {
+      const text = JSON.stringify({ note: filler.repeat(20_000) })
+      const stored = truncatedBody(text)
+      expect(stored.length).toBeLessThanOrEqual(MAX_AUDIT_BODY_CHARS)
+      expect(stored.length).toBeGreaterThan(MAX_AUDIT_BODY_CHARS / 4)
+      expect(() => JSON.parse(stored)).not.toThrow()
+    }
+  })
+
+  it('leaves a body of exactly the bound alone', () => {
+    const text = JSON.stringify({ note: 'y'.repeat(MAX_AUDIT_BODY_CHARS - 11) })
+    expect(text.length).toBe(MAX_AUDIT_BODY_CHARS)
+    expect(truncatedBody(text)).toBe(text)
   })
 
   it('masks the invite token in the uri of an unauthenticated acceptance', () => {

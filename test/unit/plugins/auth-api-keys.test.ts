@@ -113,6 +113,7 @@ describe('AuthPlugin API keys', () => {
       organisationId: organisation.id,
       workspaceId: workspace.id,
       userId: null,
+      apiKeyId: null,
       userType: 'api_key',
       method: 'POST',
       uri: '/v1/api-keys',

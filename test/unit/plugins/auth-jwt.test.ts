@@ -148,6 +148,7 @@ function audit(organisationId: string): AuditEntry {
     workspaceId: null,
     userId: null,
     userType: 'api_key',
+    apiKeyId: null,
     method: 'PUT',
     uri: '/v1/admin/organisation/jwt',
     requestId: randomUUID(),
