@@ -4,8 +4,9 @@
  * scalars replace. Every mistake is a `ConfigError` naming the key.
  *
  * Variables that go into the config: `PORT` (server.port); `GATEWAY_BOOTSTRAP_ADMIN_KEY`,
- * `GATEWAY_JWKS_URL` / `GATEWAY_JWKS` (one of them) and `GATEWAY_PUBLIC_URL` (the auth plugin's
- * `bootstrap`); `GATEWAY_PUBLIC_URL` again (admin-api's `publicUrl`, the base of invite links).
+ * `GATEWAY_JWKS_URL` / `GATEWAY_JWKS` (one of them), `GATEWAY_JWT_ISSUER`, `GATEWAY_JWT_AUDIENCE`
+ * (a comma list; both need a JWKS) and `GATEWAY_PUBLIC_URL` (the auth plugin's `bootstrap`);
+ * `GATEWAY_PUBLIC_URL` again (admin-api's `publicUrl`, the base of invite links).
  * Variables read into `environment`: `MONGODB_URI`, `REDIS_URL` (`?cluster=true` selects Redis
  * Cluster for the rate limiter), `CLICKHOUSE_URL` (path = database), `GATEWAY_PUBLIC_URL`, `GATEWAY_DATA_DIR`,
  * `GATEWAY_ALLOWED_CUSTOM_HOSTS`, `GATEWAY_LOG_LEVEL`, `GATEWAY_MASTER_KEY` (resolved by the
@@ -56,6 +57,13 @@ function setPath(target: Record<string, unknown>, path: readonly string[], value
     node = node[key] as Record<string, unknown>
   }
   node[path[path.length - 1] as string] = value
+}
+
+/** The value at `path` in `target`, or `undefined`. */
+function getPath(target: unknown, path: readonly string[]): unknown {
+  let node = target
+  for (const key of path) node = isPlainObject(node) ? node[key] : undefined
+  return node
 }
 
 /** The variable's value, or null when unset or empty (an empty variable means "not set"). */
@@ -139,6 +147,13 @@ function staticJwks(value: string): { keys: Array<Record<string, unknown>> } {
   return parsed as { keys: Array<Record<string, unknown>> }
 }
 
+/** `GATEWAY_JWT_AUDIENCE`: one audience or a comma list of them (a token must carry one). */
+function jwtAudiences(value: string): string[] {
+  const audiences = [...new Set(value.split(',').map((entry) => entry.trim()).filter((entry) => entry.length > 0))]
+  if (audiences.length === 0) throw new ConfigError('GATEWAY_JWT_AUDIENCE', 'names no audience (a comma list of audiences)')
+  return audiences
+}
+
 export function loadConfig(env: Environment, overlay?: unknown): LoadedConfig {
   const mongodbUri = storeUrl(env, 'MONGODB_URI', ['mongodb://', 'mongodb+srv://'])
   const redisUrl = storeUrl(env, 'REDIS_URL', ['redis://', 'rediss://'])
@@ -182,6 +197,17 @@ export function loadConfig(env: Environment, overlay?: unknown): LoadedConfig {
     setPath(root, ['plugins', 'auth', 'config', 'bootstrap', 'jwksUrl'], jwksUrlValue)
   }
   if (jwksValue !== null) setPath(root, ['plugins', 'auth', 'config', 'bootstrap', 'jwks'], staticJwks(jwksValue))
+  const jwtIssuer = optional(env, 'GATEWAY_JWT_ISSUER')
+  const jwtAudience = optional(env, 'GATEWAY_JWT_AUDIENCE')
+  if (jwtIssuer !== null || jwtAudience !== null) {
+    // They complete the JWT settings a JWKS writes at start; alone they would silently do nothing.
+    const bootstrapPath = ['plugins', 'auth', 'config', 'bootstrap']
+    if ((getPath(root, [...bootstrapPath, 'jwksUrl']) ?? null) === null && (getPath(root, [...bootstrapPath, 'jwks']) ?? null) === null) {
+      throw new ConfigError(jwtIssuer !== null ? 'GATEWAY_JWT_ISSUER' : 'GATEWAY_JWT_AUDIENCE', 'needs GATEWAY_JWKS_URL or GATEWAY_JWKS (the issuer and audience are part of the JWT settings they write)')
+    }
+    if (jwtIssuer !== null) setPath(root, ['plugins', 'auth', 'config', 'bootstrap', 'jwtIssuer'], jwtIssuer)
+    if (jwtAudience !== null) setPath(root, ['plugins', 'auth', 'config', 'bootstrap', 'jwtAudience'], jwtAudiences(jwtAudience))
+  }
 
   const parsed = gatewayConfigSchema.safeParse(root)
   if (!parsed.success) {

@@ -17,10 +17,17 @@ export interface JsonWebKeySet {
   readonly keys: ReadonlyArray<Readonly<Record<string, unknown>>>
 }
 
-/** How JWTs of an organisation are verified (API.md §1): a JWKS URL or a static JWKS, never both. */
+/**
+ * How JWTs of an organisation are verified (API.md §1): a JWKS URL or a static JWKS, never both;
+ * optionally the issuer and audience tokens must carry.
+ */
 export interface JwtSettings {
   readonly jwksUrl: string | null
   readonly jwks: JsonWebKeySet | null
+  /** When set, a token's `iss` must equal it. */
+  readonly issuer: string | null
+  /** When set (non-empty), a token's `aud` (a string or an array) must contain at least one of these. */
+  readonly audience: readonly string[] | null
   readonly updatedAt: string
 }
 

@@ -329,7 +329,25 @@ export function toOrganisation(row: SqlRow, prefix = ''): OrganisationRecord {
     id: read.text('id'),
     name: read.text('name'),
     createdAt: read.iso('created_at'),
-    jwt: read.optionalJsonObject<JwtSettings>('jwt_settings'),
+    jwt: jwtSettingsOf(read.optionalJsonObject<StoredJwtSettings>('jwt_settings')),
+  }
+}
+
+/** JWT settings as stored: files written before issuer and audience existed lack them. */
+type StoredJwtSettings = Omit<JwtSettings, 'issuer' | 'audience'> & Partial<Pick<JwtSettings, 'issuer' | 'audience'>>
+
+/**
+ * The settings are one JSON text column, so adding a member needs no column migration: a member
+ * missing from older text reads as `null` (not set), which is what it meant when it was written.
+ */
+function jwtSettingsOf(stored: StoredJwtSettings | null): JwtSettings | null {
+  if (stored === null) return null
+  return {
+    jwksUrl: stored.jwksUrl,
+    jwks: stored.jwks,
+    issuer: stored.issuer ?? null,
+    audience: stored.audience ?? null,
+    updatedAt: stored.updatedAt,
   }
 }
 

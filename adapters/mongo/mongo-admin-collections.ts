@@ -30,6 +30,9 @@ export interface JwtSettingsDocument {
    * round-trip exactly, whatever characters (`$`, `.`) they hold.
    */
   jwks_json: string | null
+  /** Absent in documents written before issuer and audience existed: read as `null`. */
+  issuer?: string | null
+  audience?: string[] | null
   updated_at: Date
 }
 

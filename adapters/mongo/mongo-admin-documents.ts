@@ -116,6 +116,8 @@ export function organisationToDocument(organisation: OrganisationRecord): Organi
         : {
             jwks_url: jwt.jwksUrl,
             jwks_json: jwt.jwks === null ? null : JSON.stringify(jwt.jwks),
+            issuer: jwt.issuer,
+            audience: jwt.audience === null ? null : [...jwt.audience],
             updated_at: toDate(jwt.updatedAt, 'jwt.updatedAt'),
           },
   }
@@ -133,6 +135,8 @@ export function organisationFromDocument(document: OrganisationDocument): Organi
         : {
             jwksUrl: jwt.jwks_url,
             jwks: jwt.jwks_json === null ? null : (JSON.parse(jwt.jwks_json) as NonNullable<OrganisationRecord['jwt']>['jwks']),
+            issuer: jwt.issuer ?? null,
+            audience: jwt.audience ?? null,
             updatedAt: iso(jwt.updated_at, 'jwt.updated_at'),
           },
   }

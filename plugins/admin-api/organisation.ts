@@ -1,6 +1,11 @@
 /**
  * `GET /v1/admin/organisation` and the organisation's JWT settings
  * (`GET/PUT/DELETE /v1/admin/organisation/jwt`, API.md §1).
+ *
+ * PUT replaces the settings: exactly one of `jwks_url` and `jwks`, plus optional `issuer` (a token's
+ * `iss` must equal it) and `audience` (a string or a list; a token's `aud` must contain one of
+ * them). Every change is published on the `organisations` channel, so every instance drops its
+ * cached settings and the tokens it verified under them.
  */
 import { jsonReply } from '../../core/plugin.js'
 import { CHANGE_CHANNELS, type JsonWebKeySet, type OrganisationRecord } from '../../core/ports.js'
@@ -21,6 +26,12 @@ export function jwksProblem(jwks: JsonWebKeySet): string | null {
     if (key.alg !== undefined && key.alg !== 'RS256') return `jwks.keys.${index}.alg: must be "RS256"`
   }
   return null
+}
+
+/** The accepted audiences, one string or a list, kept as a list without repeats. */
+function audienceList(audience: string | readonly string[] | null): string[] | null {
+  if (audience === null) return null
+  return typeof audience === 'string' ? [audience] : [...new Set(audience)]
 }
 
 async function organisationOf(request: AdminRequest): Promise<OrganisationRecord | null> {
@@ -56,7 +67,9 @@ export const organisationHandlers: Readonly<Record<string, Handler>> = {
       const problem = jwksProblem(jwks)
       if (problem !== null) return invalid(problem, 'jwks')
     }
-    const updated: OrganisationRecord = { ...organisation, jwt: { jwksUrl, jwks, updatedAt: nowIso(deps) } }
+    const issuer = body.value.issuer ?? null
+    const audience = audienceList(body.value.audience ?? null)
+    const updated: OrganisationRecord = { ...organisation, jwt: { jwksUrl, jwks, issuer, audience, updatedAt: nowIso(deps) } }
     await commit(request, 200, (writer) => writer.updateOrganisation(updated))
     deps.notifier.publish(CHANGE_CHANNELS.organisations, organisation.id)
     return jsonReply(200, jwtSettingsView(updated))

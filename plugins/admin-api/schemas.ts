@@ -60,6 +60,8 @@ export const camelPaging = { currentPage: pageNumber.default(0), pageSize: pageS
 // ---------------------------------------------------------------------------------------------
 // Organisation
 
+const jwtAudience = z.string().min(1).max(2048)
+
 export const jwtSettingsBody = z
   .object({
     jwks_url: z.url({ protocol: /^https?$/ }).max(2048).optional(),
@@ -67,6 +69,10 @@ export const jwtSettingsBody = z
       .object({ keys: z.array(z.record(z.string(), z.unknown())).min(1).max(100) })
       .strict()
       .optional(),
+    /** Tokens must carry this `iss`; omitted or null: any issuer. */
+    issuer: z.string().min(1).max(2048).nullable().optional(),
+    /** A token's `aud` must contain this (or one of these); omitted or null: any audience. */
+    audience: z.union([jwtAudience, z.array(jwtAudience).min(1).max(20)]).nullable().optional(),
   })
   .strict()
   .refine((body) => (body.jwks_url === undefined) !== (body.jwks === undefined), 'send exactly one of jwks_url and jwks')

@@ -35,6 +35,8 @@ export function jwtSettingsView(organisation: OrganisationRecord): Record<string
     organisation_id: organisation.id,
     jwks_url: jwt?.jwksUrl ?? null,
     jwks: jwt?.jwks ?? null,
+    issuer: jwt?.issuer ?? null,
+    audience: jwt?.audience ?? null,
     updated_at: jwt?.updatedAt ?? null,
   }
 }

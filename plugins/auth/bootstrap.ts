@@ -3,9 +3,10 @@
  *
  * - `seedFirstStart`: on an empty store, creates the organisation, its owner (admin of the default
  *   workspace), the default workspace and an Admin API key, all in one transaction.
- * - `applyBootstrapJwt`: writes `GATEWAY_JWKS_URL` / `GATEWAY_JWKS` to the first organisation's JWT
- *   settings when they differ from what is stored, audited like `PUT /v1/admin/organisation/jwt`,
- *   and tells every instance to drop its cached copy.
+ * - `applyBootstrapJwt`: writes `GATEWAY_JWKS_URL` / `GATEWAY_JWKS`, with `GATEWAY_JWT_ISSUER` /
+ *   `GATEWAY_JWT_AUDIENCE`, to the first organisation's JWT settings when they differ from what is
+ *   stored, audited like `PUT /v1/admin/organisation/jwt`, and tells every instance to drop its
+ *   cached copy.
  */
 import { randomBytes, randomUUID } from 'node:crypto'
 import {
@@ -13,7 +14,7 @@ import {
   type AdminStore,
   type AuditEntry,
   type ChangeNotifier,
-  type JsonWebKeySet,
+  type JwtSettings,
   type Logger,
   type OrganisationRecord,
 } from '../../core/ports.js'
@@ -85,8 +86,9 @@ export async function seedFirstStart(store: AdminStore, settings: BootstrapSetti
 }
 
 /**
- * Applies the configured JWKS (URL or static) to the first organisation. Returns whether it wrote.
- * Nothing configured leaves the stored settings alone: settings made through the Admin API survive
+ * Applies the configured JWKS (URL or static), issuer and audience to the first organisation, as one
+ * set of settings (an issuer or audience not configured is not required). Returns whether it wrote.
+ * No JWKS configured leaves the stored settings alone: settings made through the Admin API survive
  * restarts.
  */
 export async function applyBootstrapJwt(
@@ -96,11 +98,12 @@ export async function applyBootstrapJwt(
   nowMs: number,
   logger: Logger,
 ): Promise<boolean> {
-  const { jwksUrl, jwks } = settings
+  const { jwksUrl, jwks, jwtIssuer: issuer, jwtAudience: audience } = settings
   if (jwksUrl === null && jwks === null) return false
   const organisation = await store.findFirstOrganisation()
   if (organisation === null) return false
-  if (sameJwtSettings(organisation, jwksUrl, jwks)) return false
+  const wanted = { jwksUrl, jwks, issuer, audience }
+  if (sameJwtSettings(organisation, wanted)) return false
   const now = new Date(nowMs).toISOString()
   const audit: AuditEntry = {
     id: randomUUID(),
@@ -113,8 +116,13 @@ export async function applyBootstrapJwt(
     method: 'PUT',
     uri: '/v1/admin/organisation/jwt',
     requestId: randomUUID(),
-    // A static JWKS holds only public keys, but its size makes it noise in the audit log.
-    requestBody: jwksUrl !== null ? JSON.stringify({ jwks_url: jwksUrl }) : JSON.stringify({ jwks: '(from GATEWAY_JWKS)' }),
+    // The body a PUT with these settings would send. A static JWKS holds only public keys, but its
+    // size makes it noise in the audit log.
+    requestBody: JSON.stringify({
+      ...(jwksUrl !== null ? { jwks_url: jwksUrl } : { jwks: '(from GATEWAY_JWKS)' }),
+      ...(issuer !== null ? { issuer } : {}),
+      ...(audience !== null ? { audience } : {}),
+    }),
     queryParams: '{}',
     responseStatusCode: 200,
     resourceType: 'organisation',
@@ -122,7 +130,7 @@ export async function applyBootstrapJwt(
     resourceId: organisation.id,
     clientIp: null,
   }
-  const updated: OrganisationRecord = { ...organisation, jwt: { jwksUrl, jwks, updatedAt: now } }
+  const updated: OrganisationRecord = { ...organisation, jwt: { ...wanted, updatedAt: now } }
   await store.write(audit, (writer) => writer.updateOrganisation(updated))
   notifier.publish(CHANGE_CHANNELS.organisations, organisation.id)
   logger.info(
@@ -132,10 +140,15 @@ export async function applyBootstrapJwt(
   return true
 }
 
-function sameJwtSettings(organisation: OrganisationRecord, jwksUrl: string | null, jwks: JsonWebKeySet | null): boolean {
+function sameJwtSettings(organisation: OrganisationRecord, wanted: Omit<JwtSettings, 'updatedAt'>): boolean {
   const stored = organisation.jwt
   if (stored === null) return false
-  return stored.jwksUrl === jwksUrl && canonicalJson(stored.jwks) === canonicalJson(jwks)
+  return (
+    stored.jwksUrl === wanted.jwksUrl &&
+    canonicalJson(stored.jwks) === canonicalJson(wanted.jwks) &&
+    stored.issuer === wanted.issuer &&
+    canonicalJson(stored.audience) === canonicalJson(wanted.audience)
+  )
 }
 
 /** JSON with object keys sorted, so a store that reorders keys does not cause a write at every start. */

@@ -45,10 +45,24 @@ export const authConfigSchema = z
         jwksUrl: z.url({ protocol: /^https?$/ }).nullable().default(null),
         /** Static JWKS of the first organisation (`GATEWAY_JWKS`, JSON), applied like `jwksUrl`. */
         jwks: jwksSchema.nullable().default(null),
+        /**
+         * The `iss` tokens of the first organisation must carry (`GATEWAY_JWT_ISSUER`). Part of the
+         * settings `jwksUrl` / `jwks` write, so it needs one of them.
+         */
+        jwtIssuer: z.string().min(1).max(2048).nullable().default(null),
+        /**
+         * Audiences, one of which a token's `aud` must contain (`GATEWAY_JWT_AUDIENCE`, a comma
+         * list). Needs `jwksUrl` or `jwks`, like `jwtIssuer`.
+         */
+        jwtAudience: z.array(z.string().min(1).max(2048)).min(1).max(20).nullable().default(null),
       })
       .refine((bootstrap) => bootstrap.jwksUrl === null || bootstrap.jwks === null, {
         message: 'set a JWKS URL (GATEWAY_JWKS_URL) or a static JWKS (GATEWAY_JWKS), not both',
         path: ['jwks'],
+      })
+      .refine((bootstrap) => (bootstrap.jwtIssuer === null && bootstrap.jwtAudience === null) || bootstrap.jwksUrl !== null || bootstrap.jwks !== null, {
+        message: 'a JWT issuer or audience (GATEWAY_JWT_ISSUER / GATEWAY_JWT_AUDIENCE) needs a JWKS (GATEWAY_JWKS_URL or GATEWAY_JWKS)',
+        path: ['jwtIssuer'],
       })
       .prefault({}),
   })

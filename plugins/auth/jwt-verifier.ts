@@ -3,7 +3,8 @@
  *
  * Order of work, cheapest refusal first: the header must say RS256 and carry a `kid` (no I/O); the
  * unverified payload names the organisation, whose JWT settings pick the key set (a store read,
- * cached); the signature and the time claims are checked with `jose`; only then is the workspace
+ * cached); the signature, the time claims and, when the settings name them, the issuer (`iss` must
+ * equal it) and audience (`aud` must contain one of them) are checked with `jose`; only then is the workspace
  * claim trusted and resolved (cached). A verified token is cached by its text until its `exp`.
  *
  * Change notifications and reads in flight: concurrent misses of one organisation or workspace share
@@ -26,7 +27,7 @@ import {
 } from 'jose'
 import type { Principal } from '../../core/context.js'
 import { ERRORS, gatewayError, type GatewayError } from '../../core/errors.js'
-import type { AdminStore, Clock, Logger, OrganisationRecord, WorkspaceRecord } from '../../core/ports.js'
+import type { AdminStore, Clock, JwtSettings, Logger, OrganisationRecord, WorkspaceRecord } from '../../core/ports.js'
 import { normaliseScope } from '../../core/scopes.js'
 import { SingleFlight } from './single-flight.js'
 import { workspaceSubject } from './subjects.js'
@@ -125,6 +126,11 @@ const BAD_SCOPE = tokenInvalid('Invalid token: scope must be a space-separated s
 const UNUSABLE_JWKS = tokenInvalid('Invalid token: the JWKS configured for this organisation is unusable')
 const JWKS_UNAVAILABLE = gatewayError(ERRORS.GW_AUTH_UNAVAILABLE, 'The JWKS of this organisation could not be fetched')
 const EXPIRED = gatewayError(ERRORS.GW_AUTH_TOKEN_EXPIRED)
+// The expected values are not repeated: they tell an unauthenticated caller nothing it needs.
+const MISSING_ISSUER = tokenInvalid('Invalid token: the JWT has no iss claim, and this organisation requires an issuer')
+const WRONG_ISSUER = tokenInvalid('Invalid token: iss is not the issuer this organisation accepts')
+const MISSING_AUDIENCE = tokenInvalid('Invalid token: the JWT has no aud claim, and this organisation requires an audience')
+const WRONG_AUDIENCE = tokenInvalid('Invalid token: aud does not name an audience this organisation accepts')
 
 export class JwtVerifier {
   readonly #store: JwtStore
@@ -180,6 +186,8 @@ export class JwtVerifier {
     const keys = this.#keySetOf(organisation)
     if (!isKeySetEntry(keys)) return keys
 
+    // `#keySetOf` returned a key set, so the organisation has settings.
+    const { issuer, audience } = organisation.jwt as JwtSettings
     let payload: JWTPayload
     try {
       const now = this.#clock.now()
@@ -188,6 +196,9 @@ export class JwtVerifier {
         clockTolerance: CLOCK_TOLERANCE_SECONDS,
         requiredClaims: ['exp'],
         currentDate: new Date(now),
+        // jose only checks (and requires) `iss` / `aud` when these are defined.
+        issuer: issuer ?? undefined,
+        audience: audience !== null && audience.length > 0 ? (audience as string[]) : undefined,
       }))
     } catch (error) {
       return this.#refusal(error, keys.remote, organisation.id)
@@ -396,6 +407,8 @@ export class JwtVerifier {
         if (claim === 'exp') return tokenInvalid(reason === 'missing' ? 'Invalid token: the JWT has no exp claim' : 'Invalid token: exp must be a number')
         if (claim === 'nbf') return tokenInvalid(reason === 'check_failed' ? 'Invalid token: the JWT is not valid yet (nbf)' : 'Invalid token: nbf must be a number')
         if (claim === 'iat') return tokenInvalid('Invalid token: iat is not valid')
+        if (claim === 'iss') return reason === 'missing' ? MISSING_ISSUER : WRONG_ISSUER
+        if (claim === 'aud') return reason === 'missing' ? MISSING_AUDIENCE : WRONG_AUDIENCE
         return tokenInvalid('Invalid token: a claim is not valid')
       case 'ERR_JOSE_ALG_NOT_ALLOWED':
         return WRONG_ALGORITHM

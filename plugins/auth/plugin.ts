@@ -10,13 +10,14 @@
  *   notification that arrives while that query runs keeps its answer out of the cache
  *   (single-flight.ts), so a key revoked during a slow lookup is not cached again.
  * - A JWT (JWS compact form) is verified instead (jwt-verifier.ts): RS256, `kid` required, against
- *   the organisation's JWKS; organisations and workspaces are cached and evicted by
- *   `organisations` / `workspaces` change notifications.
+ *   the organisation's JWKS, and its `iss` / `aud` when the settings name them; organisations and
+ *   workspaces are cached and evicted by `organisations` / `workspaces` change notifications.
  * Failure policy: fails closed. A store error with nothing cached is 503; a stale cached entry is
  * used while the store is unreachable.
  * Start: on an empty store, creates the organisation, its owner, a default workspace and an Admin
  * API key (from `bootstrap.adminKey`, or generated and printed once); then applies the configured
- * bootstrap JWKS (`GATEWAY_JWKS_URL` / `GATEWAY_JWKS`) to the first organisation.
+ * bootstrap JWT settings (`GATEWAY_JWKS_URL` / `GATEWAY_JWKS`, with `GATEWAY_JWT_ISSUER` /
+ * `GATEWAY_JWT_AUDIENCE`) to the first organisation.
  */
 import type { Principal, RequestContext } from '../../core/context.js'
 import { ERRORS, gatewayError, type GatewayError } from '../../core/errors.js'

@@ -17,6 +17,7 @@ import type {
   AuditFilter,
   BootstrapSeed,
   InviteRecord,
+  JwtSettings,
   OrganisationRecord,
   UserRecord,
   VirtualKeyRecord,
@@ -347,7 +348,7 @@ export function describeAdminStoreContract(name: string, makeStore: () => Promis
     })
 
     describe('round trips', () => {
-      it('keeps organisation JWT settings exactly: static JWKS, JWKS URL, and none', async () => {
+      it('keeps organisation JWT settings exactly: static JWKS, JWKS URL, issuer and audiences, and none', async () => {
         const seed = await bootstrapped()
         const withJwks: OrganisationRecord = {
           ...seed.organisation,
@@ -360,6 +361,8 @@ export function describeAdminStoreContract(name: string, makeStore: () => Promis
                 { kty: 'RSA', kid: 'key-2', key_ops: ['verify'], n: 'xYz', e: 'AQAB', ext: true },
               ],
             },
+            issuer: 'https://idp.example.test/',
+            audience: ['gateway', 'api://Ünïcödé'],
             updatedAt: at(60_000),
           },
         }
@@ -368,10 +371,15 @@ export function describeAdminStoreContract(name: string, makeStore: () => Promis
 
         const withUrl: OrganisationRecord = {
           ...withJwks,
-          jwt: { jwksUrl: 'https://idp.example.test/.well-known/jwks.json', jwks: null, updatedAt: at(120_000) },
+          jwt: { jwksUrl: 'https://idp.example.test/.well-known/jwks.json', jwks: null, issuer: 'idp', audience: null, updatedAt: at(120_000) },
         }
         await arrange((writer) => writer.updateOrganisation(withUrl))
         expect(await store.findOrganisation(seed.organisation.id)).toEqual(withUrl)
+
+        // Clearing the issuer and audience stores them as not set (null), not as left over.
+        const plain: OrganisationRecord = { ...withUrl, jwt: { ...(withUrl.jwt as JwtSettings), issuer: null, audience: null, updatedAt: at(150_000) } }
+        await arrange((writer) => writer.updateOrganisation(plain))
+        expect(await store.findOrganisation(seed.organisation.id)).toEqual(plain)
 
         const without: OrganisationRecord = { ...withUrl, jwt: null }
         await arrange((writer) => writer.updateOrganisation(without))

@@ -338,7 +338,7 @@ describe('DuckDbAdminStore on a file', () => {
       .rejects.toMatchObject({ code: 'GW_ADMIN_VALIDATION', param: 'createdAt' })
     expect(await store.findFirstOrganisation()).toBeNull()
     await expect(
-      store.bootstrap({ ...records, organisation: { ...records.organisation, jwt: { jwksUrl: null, jwks: null, updatedAt: 'soon' } } }),
+      store.bootstrap({ ...records, organisation: { ...records.organisation, jwt: { jwksUrl: null, jwks: null, issuer: null, audience: null, updatedAt: 'soon' } } }),
     ).rejects.toMatchObject({ code: 'GW_ADMIN_VALIDATION', param: 'jwt.updatedAt' })
 
     await store.bootstrap(records)
@@ -368,7 +368,7 @@ describe('DuckDbAdminStore on a file', () => {
     const records = seed()
     await store.bootstrap({
       ...records,
-      organisation: { ...records.organisation, jwt: { jwksUrl: 'https://idp.test/jwks', jwks: null, updatedAt: '2024-05-06T09:08:09.5+02:00' } },
+      organisation: { ...records.organisation, jwt: { jwksUrl: 'https://idp.test/jwks', jwks: null, issuer: null, audience: null, updatedAt: '2024-05-06T09:08:09.5+02:00' } },
       owner: { ...records.owner, createdAt: '2024-05-06T07:08:09Z' },
     })
     expect((await store.findOrganisation(records.organisation.id))?.jwt?.updatedAt).toBe('2024-05-06T07:08:09.500Z')

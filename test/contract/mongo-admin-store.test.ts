@@ -68,6 +68,8 @@ function organisation(overrides: Partial<OrganisationRecord> = {}): Organisation
     jwt: {
       jwksUrl: null,
       jwks: { keys: [{ kty: 'RSA', kid: 'k1', n: 'abc', e: 'AQAB', $odd: 1, 'dotted.name': [1, { nested: null }] }] },
+      issuer: 'https://idp.test/',
+      audience: ['gateway', 'api.example.test'],
       updatedAt: at(1),
     },
     ...overrides,
@@ -432,8 +434,11 @@ describe('MongoDB admin store: document mappers', () => {
     const org = organisation()
     expect(organisationFromDocument(organisationToDocument(org))).toEqual(org)
     expect(organisationFromDocument(organisationToDocument({ ...org, jwt: null }))).toEqual({ ...org, jwt: null })
-    const urlJwt = { ...org, jwt: { jwksUrl: 'https://idp.test/jwks.json', jwks: null, updatedAt: at(5) } }
+    const urlJwt = { ...org, jwt: { jwksUrl: 'https://idp.test/jwks.json', jwks: null, issuer: null, audience: null, updatedAt: at(5) } }
     expect(organisationFromDocument(organisationToDocument(urlJwt))).toEqual(urlJwt)
+    // A document written before issuer and audience existed lacks them: not set.
+    const { issuer: _issuer, audience: _audience, ...olderJwt } = organisationToDocument(urlJwt).jwt as NonNullable<ReturnType<typeof organisationToDocument>['jwt']>
+    expect(organisationFromDocument({ ...organisationToDocument(urlJwt), jwt: olderJwt })).toEqual(urlJwt)
 
     const owner = user(orgId)
     expect(userFromDocument(userToDocument(owner))).toEqual(owner)

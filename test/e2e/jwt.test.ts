@@ -140,6 +140,44 @@ describe('JWT authentication with a static JWKS (GATEWAY_JWKS)', () => {
   })
 })
 
+describe('JWT issuer and audience from GATEWAY_JWT_ISSUER / GATEWAY_JWT_AUDIENCE', () => {
+  const ISSUER = 'https://idp.example.test/'
+  let mock: MockUpstream
+  let gw: TestGateway
+  let signer: Signer
+  let tenant: Tenant
+
+  beforeAll(async () => {
+    signer = await newSigner('e2e-iss-key')
+    mock = await startMockUpstream()
+    gw = await startTestGateway({
+      env: { GATEWAY_JWKS: JSON.stringify({ keys: [signer.publicJwk] }), GATEWAY_JWT_ISSUER: ISSUER, GATEWAY_JWT_AUDIENCE: 'gateway,gateway-eu' },
+    })
+    tenant = await tenantOf(gw)
+  })
+
+  afterAll(async () => {
+    await gw?.close()
+    await mock?.close()
+  })
+
+  it('shows them in the organisation JWT settings', async () => {
+    const settings = await gw.admin('GET', '/v1/admin/organisation/jwt')
+    expect(settings.body).toMatchObject({ issuer: ISSUER, audience: ['gateway', 'gateway-eu'] })
+  })
+
+  it('admits a token carrying the issuer and one of the audiences, and refuses one missing either', async () => {
+    expect((await chat(gw, mock, { 'x-gateway-api-key': await sign(signer, claims(tenant, { iss: ISSUER, aud: 'gateway-eu' })) })).status).toBe(200)
+    const noAudience = await chat(gw, mock, { 'x-gateway-api-key': await sign(signer, claims(tenant, { iss: ISSUER })) })
+    expect(noAudience.status).toBe(401)
+    expect(noAudience.body.error).toMatchObject({ type: 'authentication_error', code: 'GW_AUTH_TOKEN_INVALID' })
+    expect(noAudience.body.error.message).toContain('aud')
+    const noIssuer = await chat(gw, mock, { 'x-gateway-api-key': await sign(signer, claims(tenant, { aud: 'gateway' })) })
+    expect(noIssuer.status).toBe(401)
+    expect(noIssuer.body.error.message).toContain('iss')
+  })
+})
+
 describe('JWT authentication with a JWKS URL (GATEWAY_JWKS_URL)', () => {
   let mock: MockUpstream
   let gw: TestGateway

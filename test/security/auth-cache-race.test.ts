@@ -407,7 +407,7 @@ describe('JWT verifier caches: changes during a read', () => {
   /** What `PUT /v1/admin/organisation/jwt` does: store the settings, then tell every instance. */
   async function setJwks(jwks: JsonWebKeySet): Promise<void> {
     const organisation = (await f.real.findOrganisation(f.organisation.id)) as OrganisationRecord
-    const updated: OrganisationRecord = { ...organisation, jwt: { jwksUrl: null, jwks, updatedAt: new Date().toISOString() } }
+    const updated: OrganisationRecord = { ...organisation, jwt: { jwksUrl: null, jwks, issuer: null, audience: null, updatedAt: new Date().toISOString() } }
     await f.real.write(audit(f.organisation.id, 'organisation', 'update'), (writer) => writer.updateOrganisation(updated))
     notifier.publish(CHANGE_CHANNELS.organisations, f.organisation.id)
   }

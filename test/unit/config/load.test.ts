@@ -145,6 +145,28 @@ describe('loadConfig', () => {
     expect(error.message).toContain('GATEWAY_JWKS ')
   })
 
+  it('puts GATEWAY_JWT_ISSUER and GATEWAY_JWT_AUDIENCE (a comma list) into the auth bootstrap next to the JWKS', () => {
+    const { config } = loadConfig({
+      GATEWAY_JWKS_URL: 'https://idp.example.com/jwks.json',
+      GATEWAY_JWT_ISSUER: 'https://idp.example.com/',
+      GATEWAY_JWT_AUDIENCE: ' gateway, gateway-eu ,,gateway',
+    })
+    const bootstrap = (config.plugins.auth?.config as { bootstrap: Record<string, unknown> }).bootstrap
+    expect(bootstrap.jwtIssuer).toBe('https://idp.example.com/')
+    expect(bootstrap.jwtAudience).toEqual(['gateway', 'gateway-eu'])
+    // A JWKS from the config file counts too.
+    const fromFile = loadConfig({ GATEWAY_JWT_AUDIENCE: 'gateway' }, { plugins: { auth: { config: { bootstrap: { jwksUrl: 'https://idp.example.com/jwks.json' } } } } })
+    expect((fromFile.config.plugins.auth?.config as { bootstrap: Record<string, unknown> }).bootstrap.jwtAudience).toEqual(['gateway'])
+  })
+
+  it('refuses GATEWAY_JWT_ISSUER or GATEWAY_JWT_AUDIENCE without a JWKS, and an audience list naming nothing', () => {
+    const issuer = configError(() => loadConfig({ GATEWAY_JWT_ISSUER: 'https://idp.example.com/' }))
+    expect(issuer.key).toBe('GATEWAY_JWT_ISSUER')
+    expect(issuer.message).toContain('GATEWAY_JWKS_URL or GATEWAY_JWKS')
+    expect(configError(() => loadConfig({ GATEWAY_JWT_AUDIENCE: 'gateway' })).key).toBe('GATEWAY_JWT_AUDIENCE')
+    expect(configError(() => loadConfig({ GATEWAY_JWKS_URL: 'https://idp.example.com/jwks.json', GATEWAY_JWT_AUDIENCE: ' , ' })).key).toBe('GATEWAY_JWT_AUDIENCE')
+  })
+
   it('defaults publicUrl to http://localhost:<port>', () => {
     expect(loadConfig({}).environment.publicUrl).toBe('http://localhost:8787')
     expect(loadConfig({ PORT: '9100' }).environment.publicUrl).toBe('http://localhost:9100')

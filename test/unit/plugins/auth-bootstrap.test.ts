@@ -92,7 +92,7 @@ describe('applyBootstrapJwt', () => {
     const at = Date.parse('2030-02-03T04:05:06.789Z')
     expect(await applyBootstrapJwt(store, notifier, settings, at, silent)).toBe(true)
     const organisation = (await store.findFirstOrganisation()) as OrganisationRecord
-    expect(organisation.jwt).toEqual({ jwksUrl: url, jwks: null, updatedAt: '2030-02-03T04:05:06.789Z' })
+    expect(organisation.jwt).toEqual({ jwksUrl: url, jwks: null, issuer: null, audience: null, updatedAt: '2030-02-03T04:05:06.789Z' })
     expect(published).toEqual([organisation.id])
     const entries = await store.listAuditEntries(organisation.id, { uri: '/v1/admin/organisation/jwt' }, { offset: 0, limit: 10 })
     expect(entries.total).toBe(1)
@@ -124,6 +124,33 @@ describe('applyBootstrapJwt', () => {
     // Key order does not count as a change.
     const reordered = { keys: [{ e: 'AQAB', n: 'sXch', use: 'sig', alg: 'RS256', kid: 'k1', kty: 'RSA' }] }
     expect(await applyBootstrapJwt(store, notifier, bootstrapSettings({ jwks: reordered }), at + 3000, silent)).toBe(false)
+  })
+
+  it('writes the issuer and audiences (GATEWAY_JWT_ISSUER / GATEWAY_JWT_AUDIENCE) with the JWKS, and again when only they change', async () => {
+    await seedFirstStart(store, bootstrapSettings(), Date.now(), silent)
+    const url = 'https://issuer.example/.well-known/jwks.json'
+    const at = Date.parse('2030-02-03T04:05:06.789Z')
+    const full = bootstrapSettings({ jwksUrl: url, jwtIssuer: 'https://issuer.example/', jwtAudience: ['gateway', 'gateway-eu'] })
+    expect(await applyBootstrapJwt(store, notifier, full, at, silent)).toBe(true)
+    const organisation = (await store.findFirstOrganisation()) as OrganisationRecord
+    expect(organisation.jwt).toEqual({
+      jwksUrl: url,
+      jwks: null,
+      issuer: 'https://issuer.example/',
+      audience: ['gateway', 'gateway-eu'],
+      updatedAt: '2030-02-03T04:05:06.789Z',
+    })
+    const entries = await store.listAuditEntries(organisation.id, { uri: '/v1/admin/organisation/jwt' }, { offset: 0, limit: 10 })
+    expect(JSON.parse(entries.items[0]?.requestBody ?? '')).toEqual({ jwks_url: url, issuer: 'https://issuer.example/', audience: ['gateway', 'gateway-eu'] })
+    expect(await applyBootstrapJwt(store, notifier, full, at + 1000, silent)).toBe(false)
+    expect(published).toHaveLength(1)
+
+    // The same JWKS with another audience list, then without an issuer: each is a change.
+    expect(await applyBootstrapJwt(store, notifier, bootstrapSettings({ jwksUrl: url, jwtIssuer: 'https://issuer.example/', jwtAudience: ['gateway'] }), at + 2000, silent)).toBe(true)
+    expect((await store.findFirstOrganisation())?.jwt?.audience).toEqual(['gateway'])
+    expect(await applyBootstrapJwt(store, notifier, bootstrapSettings({ jwksUrl: url, jwtAudience: ['gateway'] }), at + 3000, silent)).toBe(true)
+    expect((await store.findFirstOrganisation())?.jwt).toMatchObject({ issuer: null, audience: ['gateway'] })
+    expect(published).toHaveLength(3)
   })
 })
 

@@ -27,4 +27,18 @@ describe('auth config', () => {
     expect(both.success).toBe(false)
     if (!both.success) expect(both.error.issues[0]?.message).toContain('not both')
   })
+
+  it('takes a JWT issuer and audiences only together with a JWKS', () => {
+    const parsed = authConfigSchema.safeParse({ bootstrap: { jwksUrl: 'https://issuer.example/jwks', jwtIssuer: 'https://issuer.example/', jwtAudience: ['gateway'] } })
+    expect(parsed.success && parsed.data.bootstrap).toMatchObject({ jwtIssuer: 'https://issuer.example/', jwtAudience: ['gateway'] })
+    const defaults = authConfigSchema.safeParse({})
+    expect(defaults.success && defaults.data.bootstrap).toMatchObject({ jwtIssuer: null, jwtAudience: null })
+    for (const alone of [{ jwtIssuer: 'https://issuer.example/' }, { jwtAudience: ['gateway'] }]) {
+      const refused = authConfigSchema.safeParse({ bootstrap: alone })
+      expect(refused.success).toBe(false)
+      if (!refused.success) expect(refused.error.issues[0]?.message).toContain('GATEWAY_JWKS_URL or GATEWAY_JWKS')
+    }
+    expect(authConfigSchema.safeParse({ bootstrap: { jwksUrl: 'https://issuer.example/jwks', jwtIssuer: '' } }).success).toBe(false)
+    expect(authConfigSchema.safeParse({ bootstrap: { jwksUrl: 'https://issuer.example/jwks', jwtAudience: [] } }).success).toBe(false)
+  })
 })

@@ -172,9 +172,12 @@ let second: BootstrapSeed
 let signer: Signer
 let otherSigner: Signer
 
-async function setJwt(organisationId: string, settings: Omit<JwtSettings, 'updatedAt'> | null): Promise<void> {
+/** JWT settings to store; issuer and audience default to not set. */
+type JwtSettingsInput = Omit<JwtSettings, 'updatedAt' | 'issuer' | 'audience'> & Partial<Pick<JwtSettings, 'issuer' | 'audience'>>
+
+async function setJwt(organisationId: string, settings: JwtSettingsInput | null): Promise<void> {
   const organisation = (await store.findOrganisation(organisationId)) as OrganisationRecord
-  const jwt = settings === null ? null : { ...settings, updatedAt: new Date().toISOString() }
+  const jwt = settings === null ? null : { issuer: null, audience: null, ...settings, updatedAt: new Date().toISOString() }
   await store.write(audit(organisationId), (writer) => writer.updateOrganisation({ ...organisation, jwt }))
   notifier.publish(CHANGE_CHANNELS.organisations, organisationId)
 }
@@ -465,6 +468,61 @@ describe('JWT authentication (static JWKS)', () => {
     expect(error.status).toBe(503)
     expect(error.code).toBe('GW_AUTH_UNAVAILABLE')
     await store.start()
+  })
+})
+
+describe('JWT issuer and audience (organisation JWT settings)', () => {
+  const ISSUER = 'https://idp.example.test/'
+
+  it('ignores iss and aud when the settings name neither', async () => {
+    expect(await authenticate(await sign(signer, claims({ iss: 'anyone', aud: 'anything' })))).not.toBeInstanceOf(GatewayError)
+  })
+
+  it('admits a token whose iss equals the issuer, and refuses one without iss or with another', async () => {
+    await setJwt(first.organisation.id, { jwksUrl: null, jwks: jwksOf(signer), issuer: ISSUER })
+    expect(await authenticate(await sign(signer, claims({ iss: ISSUER })))).not.toBeInstanceOf(GatewayError)
+    const missing = await refusal(await sign(signer, claims()))
+    expect(missing.status).toBe(401)
+    expect(missing.code).toBe('GW_AUTH_TOKEN_INVALID')
+    expect(missing.message).toBe('Invalid token: the JWT has no iss claim, and this organisation requires an issuer')
+    for (const iss of ['https://idp.example.test', 'https://IDP.example.test/', 'https://evil.example/']) {
+      const wrong = await refusal(await sign(signer, claims({ iss })))
+      expect(wrong.code, iss).toBe('GW_AUTH_TOKEN_INVALID')
+      expect(wrong.message, iss).toBe('Invalid token: iss is not the issuer this organisation accepts')
+      // The expected issuer is not revealed.
+      expect(wrong.message).not.toContain(ISSUER)
+    }
+  })
+
+  it('admits a token whose aud (a string or an array) contains one of the audiences, and refuses the others', async () => {
+    await setJwt(first.organisation.id, { jwksUrl: null, jwks: jwksOf(signer), audience: ['gateway', 'gateway-staging'] })
+    expect(await authenticate(await sign(signer, claims({ aud: 'gateway' })))).not.toBeInstanceOf(GatewayError)
+    expect(await authenticate(await sign(signer, claims({ aud: ['other-api', 'gateway-staging'] })))).not.toBeInstanceOf(GatewayError)
+    const missing = await refusal(await sign(signer, claims()))
+    expect(missing.code).toBe('GW_AUTH_TOKEN_INVALID')
+    expect(missing.message).toBe('Invalid token: the JWT has no aud claim, and this organisation requires an audience')
+    for (const aud of ['other-api', ['other-api'], [], 'Gateway']) {
+      const wrong = await refusal(await sign(signer, claims({ aud })))
+      expect(wrong.code).toBe('GW_AUTH_TOKEN_INVALID')
+      expect(wrong.message).toBe('Invalid token: aud does not name an audience this organisation accepts')
+    }
+  })
+
+  it('enforces both together', async () => {
+    await setJwt(first.organisation.id, { jwksUrl: null, jwks: jwksOf(signer), issuer: ISSUER, audience: ['gateway'] })
+    expect(await authenticate(await sign(signer, claims({ iss: ISSUER, aud: 'gateway' })))).not.toBeInstanceOf(GatewayError)
+    expect((await refusal(await sign(signer, claims({ iss: ISSUER })))).message).toContain('aud')
+    expect((await refusal(await sign(signer, claims({ aud: 'gateway' })))).message).toContain('iss')
+  })
+
+  it('refuses a cached token once the settings start requiring an issuer (change notification)', async () => {
+    const token = await sign(signer, claims())
+    expect(await authenticate(token)).not.toBeInstanceOf(GatewayError)
+    await setJwt(first.organisation.id, { jwksUrl: null, jwks: jwksOf(signer), issuer: ISSUER })
+    expect((await refusal(token)).message).toContain('iss')
+    // And admits tokens without iss again once the issuer is dropped.
+    await setJwt(first.organisation.id, { jwksUrl: null, jwks: jwksOf(signer) })
+    expect(await authenticate(token)).not.toBeInstanceOf(GatewayError)
   })
 })
 
