@@ -101,9 +101,13 @@ export class VirtualKeyPlugin implements GatewayPlugin {
   async #lookup(ctx: RequestContext, principal: Principal, slug: string, cacheKey: string, stale: Entry | undefined): Promise<GatewayError | undefined> {
     let pending = this.#pending.get(cacheKey)
     if (pending === undefined) {
-      pending = this.#fill(principal.organisationId, slug, cacheKey, stale)
-      this.#pending.set(cacheKey, pending)
-      void pending.finally(() => this.#pending.delete(cacheKey))
+      const filling = this.#fill(principal.organisationId, slug, cacheKey, stale)
+      this.#pending.set(cacheKey, filling)
+      // An eviction may have detached it, and a newer lookup of the same key taken its place.
+      void filling.finally(() => {
+        if (this.#pending.get(cacheKey) === filling) this.#pending.delete(cacheKey)
+      })
+      pending = filling
     }
     const entry = await pending
     if (entry instanceof Error) return entry
@@ -176,8 +180,14 @@ export class VirtualKeyPlugin implements GatewayPlugin {
     return undefined
   }
 
+  /**
+   * Drops matching entries. Lookups still running are detached too: their answer may predate the
+   * change, so it is neither cached (the generation moved on) nor shared with requests that
+   * arrive after the notice, which start a lookup of their own.
+   */
   #evict(matches: (entry: Entry) => boolean): void {
     this.#generation++
+    this.#pending.clear()
     for (const [key, entry] of this.#cache) if (matches(entry)) this.#cache.delete(key)
   }
 

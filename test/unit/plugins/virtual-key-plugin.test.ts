@@ -220,6 +220,32 @@ describe('virtual-key plugin', () => {
     expectError((await run(key.slug)).result, 404, 'GW_VIRTUAL_KEY_NOT_FOUND')
   })
 
+  it('does not hand a lookup that started before a change to requests that arrive after it', async () => {
+    const key = store.add(record())
+    let release: () => void = () => {}
+    const held = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    const find = store.findVirtualKey.bind(store)
+    store.findVirtualKey = async (organisationId, idOrSlug) => {
+      const found = await find(organisationId, idOrSlug)
+      if (store.lookups === 1) await held
+      return found
+    }
+    const before = run(key.slug)
+    await new Promise((resolve) => setImmediate(resolve))
+    // The key is rotated while the first lookup is in flight.
+    store.add({ ...key, sealedKeys: [cipher.seal('sk-rotated')] })
+    notifier.publish(CHANGE_CHANNELS.virtualKeys, key.id)
+    const after = await run(key.slug)
+    expect(after.ctx.credential?.apiKey).toBe('sk-rotated')
+    release()
+    // The request that started first keeps the answer it asked for; it is not cached.
+    expect((await before).ctx.credential?.apiKey).toBe('sk-first')
+    expect((await run(key.slug)).ctx.credential?.apiKey).toBe('sk-rotated')
+    expect(store.lookups).toBe(2)
+  })
+
   it('remembers unknown slugs briefly, and forgets them on any virtual key change', async () => {
     expectError((await run('later-abcdef')).result, 404, 'GW_VIRTUAL_KEY_NOT_FOUND')
     const key = store.add(record({ slug: 'later-abcdef' }))
