@@ -178,6 +178,12 @@ export class RequestContext {
   rawBody: Buffer | null = null
   /** Parsed JSON body for `json` routes. written by: core */
   body: JsonObject | null = null
+  /**
+   * `x-gateway-metadata`, checked (a JSON object of at most 64 string values, see
+   * core/json-metadata.ts); `null` when the header is absent, and on routes outside the data plane.
+   * A bad header never gets this far: the request is refused with 400. written by: core (pipeline)
+   */
+  metadata: Readonly<Record<string, string>> | null = null
   /** The authenticated caller. written by: auth */
   principal: Principal | null = null
   /**

@@ -3,11 +3,17 @@
  * that group: each phase is a plain array of bound hooks, so a request does no lookups and builds
  * no closures to run them (see core/plugin.ts for the phase table).
  *
+ * Between `onRequest` and `onAccess` the pipeline itself refuses bad input with 400: on data-plane
+ * groups an `x-gateway-metadata` header that is not a JSON object of strings (`ctx.metadata`), and
+ * on JSON routes a body that is not a JSON object or nests deeper than 64 levels (`ctx.body`).
+ *
  * "Plugins that ran" (for `onResponse` and `onChunk`): the plugins ranked at or above the one that
  * stopped the request, or all of them when the terminal plugin produced the reply.
  */
 import type { JsonObject, RequestContext, SseEvent } from './context.js'
 import { ERRORS, GatewayError, gatewayError, toControlPlaneBody, toDataPlaneBody } from './errors.js'
+import { JSON_TOO_DEEP_MESSAGE, jsonTooDeep } from './json-depth.js'
+import { METADATA_HEADER, parseMetadataHeader } from './json-metadata.js'
 import type { GatewayPlugin, HookResult, Reply } from './plugin.js'
 import type { Logger } from './ports.js'
 import type { RouteGroup } from './routes.js'
@@ -76,6 +82,8 @@ export class Pipeline {
   readonly #onChunk: readonly Step<ChunkHook>[]
   readonly #onLog: readonly Step<LogHook>[]
   readonly #fullTransform: EventTransform | null
+  /** Data-plane groups check `x-gateway-metadata` (API.md §2); the Admin API has no use for it. */
+  readonly #checksMetadata: boolean
   readonly #logger: Logger
 
   /**
@@ -95,6 +103,7 @@ export class Pipeline {
     this.#onChunk = stepsOf<ChunkHook>(members, 'onChunk').reverse()
     this.#onLog = stepsOf<LogHook>(members, 'onLog')
     this.#logger = logger
+    this.#checksMetadata = group === 'inference' || group === 'passthrough'
     this.#fullTransform = this.#transformFor(this.#size)
   }
 
@@ -113,6 +122,18 @@ export class Pipeline {
         if (result !== undefined) {
           reached = step.rank + 1
           break
+        }
+      }
+      // After onRequest (a caller who is not authenticated learns nothing about its headers) and
+      // before onAccess (nothing is counted or reserved for a request refused here).
+      if (result === undefined && this.#checksMetadata) {
+        const metadata = ctx.headers[METADATA_HEADER]
+        if (metadata !== undefined) {
+          phase = 'metadata'
+          current = ''
+          const parsed = parseMetadataHeader(metadata)
+          if (parsed instanceof GatewayError) result = parsed
+          else ctx.metadata = parsed
         }
       }
       if (result === undefined && ctx.route.body !== 'none') {
@@ -187,6 +208,7 @@ export class Pipeline {
     } catch {
       return gatewayError(ERRORS.GW_REQ_MALFORMED_JSON, body.length === 0 ? 'The request body is empty: send a JSON object' : undefined)
     }
+    if (jsonTooDeep(body, parsed)) return gatewayError(ERRORS.GW_REQ_INVALID, JSON_TOO_DEEP_MESSAGE)
     if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
       return gatewayError(ERRORS.GW_REQ_MALFORMED_JSON, 'The request body must be a JSON object')
     }

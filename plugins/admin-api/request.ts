@@ -7,6 +7,7 @@ import { auditEntryOf } from '../../core/audit.js'
 import type { BudgetAccounts, BudgetEntity, BudgetUsage } from '../../core/budgets.js'
 import type { Principal, RequestContext } from '../../core/context.js'
 import { ERRORS, gatewayError, type GatewayError } from '../../core/errors.js'
+import { JSON_TOO_DEEP_MESSAGE, jsonTooDeep } from '../../core/json-depth.js'
 import type { Reply } from '../../core/plugin.js'
 import type { LogServices } from '../../core/log-exports.js'
 import type { AdminStore, AdminWriter, ChangeNotifier, Clock, Logger, PageRequest, ProviderRegistry, SecretCipher, UsageLimitRule } from '../../core/ports.js'
@@ -79,7 +80,8 @@ export function parseBody<S extends z.ZodType>(ctx: RequestContext, schema: S): 
 
 /**
  * Validates a body that is one `item` or an array of them (`many`), on routes with a `raw` body
- * (core parses only objects); malformed JSON answers like core's own check. Each shape is
+ * (core parses only objects); malformed or too deeply nested JSON answers like core's own checks
+ * (a `RangeError` from `JSON.stringify` would otherwise turn a deep body into a 500). Each shape is
  * validated with its own schema, so the message names the field at fault (a union would only say
  * "Invalid input"); array items are named by index: `1.trace_id: ...`.
  */
@@ -92,6 +94,7 @@ export function parseOneOrMany<O extends z.ZodType, M extends z.ZodType>(ctx: Re
   } catch {
     return { ok: false, error: gatewayError(ERRORS.GW_REQ_MALFORMED_JSON) }
   }
+  if (jsonTooDeep(raw, value)) return { ok: false, error: gatewayError(ERRORS.GW_REQ_INVALID, JSON_TOO_DEEP_MESSAGE) }
   const parsed = (Array.isArray(value) ? many : item).safeParse(value)
   return parsed.success ? { ok: true, value: parsed.data } : { ok: false, error: invalid(describeIssue(parsed.error)) }
 }

@@ -3,7 +3,12 @@ import { z } from 'zod'
 /** log plugin settings (`plugins.log.config`). */
 export const logConfigSchema = z
   .object({
-    /** Longest `x-gateway-metadata` header value accepted into a record; longer values are dropped. */
+    /**
+     * Longest `x-gateway-metadata` header whose pairs are stored in a record; a longer one is stored
+     * as no metadata. Core checks the header on every data-plane request whether or not this plugin
+     * runs (400 for a value that is not a JSON object of at most 64 strings of at most 1024
+     * characters, or longer than 8192 characters), so only a value below 8192 lowers anything.
+     */
     maxMetadataBytes: z.number().int().min(0).default(8192),
     /**
      * Whether records keep the request and response bodies (off by default: bodies may hold

@@ -4,7 +4,7 @@ import type { RequestContext, Usage } from '../../core/context.js'
 import type { LogRecord } from '../../core/ports.js'
 
 export interface RecordOptions {
-  /** Longest `x-gateway-metadata` value accepted. */
+  /** Longest `x-gateway-metadata` header whose pairs are stored; a longer one is stored as none. */
   readonly maxMetadataBytes: number
   readonly prices: PriceTable
   /** Bodies are kept up to this many bytes each; `null` keeps none. */
@@ -14,22 +14,14 @@ export interface RecordOptions {
 /** Appended to a body cut at the size limit. */
 const TRUNCATED_MARKER = '[truncated]'
 
-/** Parses `x-gateway-metadata` (a JSON object of strings); anything else yields `null`. */
-export function parseMetadata(raw: string | undefined, maxBytes: number): Record<string, string> | null {
-  if (raw === undefined || raw.length === 0 || raw.length > maxBytes) return null
-  let parsed: unknown
-  try {
-    parsed = JSON.parse(raw)
-  } catch {
-    return null
-  }
-  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return null
-  const metadata: Record<string, string> = {}
-  for (const [key, value] of Object.entries(parsed)) {
-    if (typeof value === 'string') metadata[key] = value
-    else if (typeof value === 'number' || typeof value === 'boolean') metadata[key] = String(value)
-  }
-  return metadata
+/**
+ * The request's metadata pairs as checked by core (`ctx.metadata`; a bad header was refused with
+ * 400 before the request ran), or `null` when absent or when the header is longer than `maxBytes`.
+ */
+export function recordMetadata(ctx: Pick<RequestContext, 'metadata' | 'headers'>, maxBytes: number): Readonly<Record<string, string>> | null {
+  const metadata = ctx.metadata
+  if (metadata === null) return null
+  return (ctx.headers['x-gateway-metadata']?.length ?? 0) > maxBytes ? null : metadata
 }
 
 /** Cost in nano-USD: `null` without usage, 0 for a model the price table does not list. */
@@ -52,7 +44,7 @@ export function cappedBody(bytes: Buffer | null, maxBytes: number, startCut = fa
 
 export function toLogRecord(ctx: RequestContext, options: RecordOptions): LogRecord {
   const endedAt = ctx.endedAt ?? ctx.startedAt
-  const metadata = parseMetadata(ctx.headers['x-gateway-metadata'], options.maxMetadataBytes)
+  const metadata = recordMetadata(ctx, options.maxMetadataBytes)
   const provider = ctx.target?.provider ?? null
   const usage = ctx.usage
   const error = ctx.error

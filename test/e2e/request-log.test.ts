@@ -295,13 +295,13 @@ describe('request log', () => {
     expect(record).toMatchObject({ virtualKey: created.body.slug, provider: 'openai', status: 200, costNanoUsd: CHAT_COST_NANO_USD })
   })
 
-  it('ignores x-gateway-metadata that is not a JSON object', async () => {
+  it('logs the 400 to x-gateway-metadata that is not a JSON object, without metadata', async () => {
     const traceId = `trace-badmeta-${randomUUID()}`
     const answer = await post('/v1/chat/completions', traceId, { model: 'gpt-4o-mini', messages: [] }, { 'x-gateway-metadata': 'not json' })
-    expect(answer.status, answer.text).toBe(200)
+    expect(answer.status, answer.text).toBe(400)
     const record = await persisted(traceId)
     expect(record.metadata).toBeNull()
-    expect(record.outcome).toBe('completed')
+    expect(record).toMatchObject({ status: 400, outcome: 'errored', errorCode: 'GW_REQ_INVALID' })
   })
 
   it('records a stream the client abandoned mid-way as aborted', async () => {

@@ -9,7 +9,7 @@ import { INFERENCE_ROUTES, type RouteSpec } from '../../../core/routes.js'
 const chatRoute = INFERENCE_ROUTES.find((route) => route.id === 'chat.completions') as RouteSpec
 const modelsRoute = INFERENCE_ROUTES.find((route) => route.id === 'models.list') as RouteSpec
 
-function makeCtx(route: RouteSpec = chatRoute): RequestContext {
+function makeCtx(route: RouteSpec = chatRoute, headers: Record<string, string> = {}): RequestContext {
   return new RequestContext({
     requestId: 'req-1',
     traceId: 'trace-1',
@@ -18,7 +18,7 @@ function makeCtx(route: RouteSpec = chatRoute): RequestContext {
     method: route.method,
     path: route.pattern,
     query: '',
-    headers: {},
+    headers,
     clientIp: '127.0.0.1',
     route,
     params: {},
@@ -179,6 +179,65 @@ describe('Pipeline', () => {
       expect(String(exchange.sent?.body)).toContain('GW_REQ_MALFORMED_JSON')
     }
     expect(calls.filter((call) => call === 'a.onAccess')).toEqual([])
+  })
+
+  it('refuses JSON nested deeper than 64 levels with 400 before onAccess hooks run, in the group shape', async () => {
+    const calls: string[] = []
+    const deep = `{"model":"m","messages":${'['.repeat(100_000)}${']'.repeat(100_000)}}`
+    for (const [group, shape] of [['inference', 'data'], ['admin', 'control']] as const) {
+      const pipeline = new Pipeline(group, shape, [
+        { name: 'a', plugin: recorder('a', calls) },
+        { name: 't', plugin: terminal(calls) },
+      ], silent)
+      const exchange = new FakeExchange(Buffer.from(deep))
+      const ctx = makeCtx()
+      await pipeline.handle(ctx, exchange)
+      expect(exchange.sent?.status).toBe(400)
+      const body = JSON.parse(String(exchange.sent?.body))
+      const message = 'The JSON body nests objects and arrays deeper than 64 levels'
+      expect(body).toEqual(shape === 'data'
+        ? { error: { message, type: 'invalid_request_error', param: null, code: 'GW_REQ_INVALID' } }
+        : { success: false, data: { message, errorCode: 'AB01' } })
+      expect(ctx.body).toBeNull()
+    }
+    expect(calls.filter((call) => call === 'a.onAccess' || call === 'terminal.onForward')).toEqual([])
+    const shallow = new FakeExchange(Buffer.from(`{"a":${'['.repeat(63)}${']'.repeat(63)}}`))
+    await new Pipeline('inference', 'data', [{ name: 't', plugin: terminal([]) }], silent).handle(makeCtx(), shallow)
+    expect(shallow.sent?.status).toBe(200)
+  })
+
+  it('checks x-gateway-metadata on data-plane groups after onRequest, before the body and onAccess', async () => {
+    const calls: string[] = []
+    const members = [
+      { name: 'a', plugin: recorder('a', calls) },
+      { name: 't', plugin: terminal(calls) },
+    ]
+    const pipeline = new Pipeline('passthrough', 'data', members, silent)
+    const bad = makeCtx(chatRoute, { 'x-gateway-metadata': '{"n":1}' })
+    const refused = new FakeExchange()
+    await pipeline.handle(bad, refused)
+    expect(refused.sent?.status).toBe(400)
+    expect(JSON.parse(String(refused.sent?.body))).toEqual({
+      error: { message: 'Invalid x-gateway-metadata header: the value of "n" must be a string', type: 'invalid_request_error', param: 'x-gateway-metadata', code: 'GW_REQ_INVALID' },
+    })
+    expect(calls).toEqual(['a.onRequest', 'a.onResponse', 'a.onLog', 'terminal.onLog'])
+    expect(bad.rawBody).toBeNull()
+    expect(bad.metadata).toBeNull()
+
+    const good = makeCtx(chatRoute, { 'x-gateway-metadata': '{"_user":"alice"}' })
+    await new Pipeline('inference', 'data', members, silent).handle(good, new FakeExchange())
+    expect(good.metadata).toEqual({ _user: 'alice' })
+    const none = makeCtx()
+    await pipeline.handle(none, new FakeExchange())
+    expect(none.metadata).toBeNull()
+  })
+
+  it('leaves x-gateway-metadata alone on the Admin API, which has no use for it', async () => {
+    const ctx = makeCtx(chatRoute, { 'x-gateway-metadata': 'not json' })
+    const exchange = new FakeExchange()
+    await new Pipeline('admin', 'control', [{ name: 't', plugin: terminal([]) }], silent).handle(ctx, exchange)
+    expect(exchange.sent?.status).toBe(200)
+    expect(ctx.metadata).toBeNull()
   })
 
   it('does not read a body on routes without one', async () => {

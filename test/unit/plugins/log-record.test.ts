@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import type { ModelPrice, PriceTable } from '../../../core/budgets.js'
-import { cappedBody, recordCost } from '../../../plugins/log/record.js'
+import { cappedBody, recordCost, recordMetadata } from '../../../plugins/log/record.js'
 
 const PRICES: PriceTable = {
   find: (_provider: string | null, model: string): ModelPrice | null =>
@@ -25,5 +25,15 @@ describe('log record helpers', () => {
   it('marks at the start a tail that is only the end of the body', () => {
     expect(cappedBody(Buffer.from('wxyz'), 4, true)).toBe('[truncated]wxyz')
     expect(cappedBody(Buffer.from('uvwxyz'), 4, true)).toBe('[truncated]uvwx[truncated]')
+  })
+
+  it('stores the metadata core checked, unless the header is longer than the configured cap', () => {
+    const header = '{"_user":"alice"}'
+    const checked = { _user: 'alice' }
+    expect(recordMetadata({ metadata: checked, headers: { 'x-gateway-metadata': header } }, 8192)).toBe(checked)
+    expect(recordMetadata({ metadata: checked, headers: { 'x-gateway-metadata': header } }, header.length)).toBe(checked)
+    expect(recordMetadata({ metadata: checked, headers: { 'x-gateway-metadata': header } }, header.length - 1)).toBeNull()
+    // The record never parses the header itself: without core's slot there is nothing to store.
+    expect(recordMetadata({ metadata: null, headers: { 'x-gateway-metadata': header } }, 8192)).toBeNull()
   })
 })
