@@ -58,6 +58,7 @@ export const ERRORS = {
   GW_REQ_MALFORMED_JSON: defineError('GW_REQ_MALFORMED_JSON', 400, 'invalid_request_error', 'AB01', 'The request body is not valid JSON'),
   GW_REQ_INVALID: defineError('GW_REQ_INVALID', 400, 'invalid_request_error', 'AB01', 'The request is invalid'),
   GW_REQ_BODY_TOO_LARGE: defineError('GW_REQ_BODY_TOO_LARGE', 413, 'invalid_request_error', 'AB01', 'The request body is larger than the limit'),
+  GW_REQ_HEADERS_TOO_LARGE: defineError('GW_REQ_HEADERS_TOO_LARGE', 431, 'invalid_request_error', 'AB01', 'The request header fields are larger than the limit'),
   GW_REQ_ROUTE_NOT_FOUND: defineError('GW_REQ_ROUTE_NOT_FOUND', 404, 'not_found_error', 'AB08', 'No route matches this path'),
   GW_REQ_METHOD_NOT_ALLOWED: defineError('GW_REQ_METHOD_NOT_ALLOWED', 405, 'invalid_request_error', 'AB01', 'This method is not allowed on this path'),
   GW_REQ_PROVIDER_MISSING: defineError('GW_REQ_PROVIDER_MISSING', 400, 'invalid_request_error', 'AB01', 'Missing provider selection: send x-gateway-provider, x-gateway-virtual-key or x-gateway-config'),

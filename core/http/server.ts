@@ -10,11 +10,12 @@ import { randomUUID } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
 import uWS from 'uWebSockets.js'
 import { ClientAbort, RequestContext } from '../context.js'
-import { ERRORS, gatewayError, toDataPlaneBody, type GatewayError } from '../errors.js'
-import type { Pipeline } from '../pipeline.js'
+import { ERRORS, gatewayError, toControlPlaneBody, toDataPlaneBody, type GatewayError } from '../errors.js'
+import type { ErrorShape, Pipeline } from '../pipeline.js'
 import type { Logger } from '../ports.js'
 import { selectsProvider, type HttpMethod, type RouteGroup, type RouteTable } from '../routes.js'
 import { UwsExchange } from './exchange.js'
+import { headerLimitProblem } from './header-limits.js'
 import { statusLine } from './status.js'
 
 export interface HttpServerOptions {
@@ -118,7 +119,11 @@ export class HttpServer {
     const path = req.getUrl()
     const query = req.getQuery() ?? ''
     const headers: Record<string, string> = {}
+    let headerFields = 0
+    let headerBytes = 0
     req.forEach((name, value) => {
+      headerFields++
+      headerBytes += name.length + value.length + 4
       const previous = headers[name]
       // A header sent on several lines keeps every value, in order (RFC 9110 §5.3).
       headers[name] = previous === undefined ? value : `${previous}${name === 'cookie' ? '; ' : ', '}${value}`
@@ -126,6 +131,11 @@ export class HttpServer {
     const requestId = randomUUID()
     const clientTrace = headers['x-gateway-trace-id']
     const traceId = clientTrace !== undefined && clientTrace.length > 0 && clientTrace.length <= TRACE_ID_MAX ? clientTrace : requestId
+    const headerProblem = headerLimitProblem(headerFields, headerBytes)
+    if (headerProblem !== null) {
+      this.#refuseHeaders(res, method, path, headers, traceId, headerProblem)
+      return
+    }
 
     if (method === 'OPTIONS') {
       res.writeStatus('204 No Content')
@@ -193,13 +203,23 @@ export class HttpServer {
     })
   }
 
-  #sendError(res: uWS.HttpResponse, error: GatewayError, traceId: string, close: boolean, head = false): void {
+  #sendError(res: uWS.HttpResponse, error: GatewayError, traceId: string, close: boolean, head = false, shape: ErrorShape = 'data'): void {
     res.writeStatus(statusLine(error.status))
     res.writeHeader('content-type', 'application/json')
     res.writeHeader('x-gateway-trace-id', traceId)
     // A HEAD reply has no body: bytes after the headers would be read as the next response.
     if (head) res.endWithoutBody(0, close)
-    else res.end(toDataPlaneBody(error), close)
+    else res.end(shape === 'data' ? toDataPlaneBody(error) : toControlPlaneBody(error), close)
+  }
+
+  /**
+   * 431 in the error shape of the route the request names (Admin API envelope on admin routes), and
+   * the connection closed: a client this far over the limits is not worth keeping alive.
+   */
+  #refuseHeaders(res: uWS.HttpResponse, method: string, path: string, headers: Record<string, string>, traceId: string, problem: string): void {
+    const lookup = this.#options.routes.lookup(method, path, selectsProvider(headers))
+    const shape = lookup.kind === 'route' ? (this.#options.pipelines[lookup.match.route.group]?.errorShape ?? 'data') : 'data'
+    this.#sendError(res, gatewayError(ERRORS.GW_REQ_HEADERS_TOO_LARGE, problem), traceId, true, method === 'HEAD', shape)
   }
 
   #serveCore(res: uWS.HttpResponse, name: 'healthz' | 'readyz' | 'metrics', traceId: string): void {
