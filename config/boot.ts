@@ -3,6 +3,7 @@
  * plugins → compile pipelines → listen. Stop: stop accepting → drain in-flight requests (bounded by
  * `server.shutdownGraceMs`) → close plugins → close services in reverse (the log sink flushes).
  */
+import { mkdirSync } from 'node:fs'
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client'
 import { HttpServer } from '../core/http/server.js'
 import { Pipeline } from '../core/pipeline.js'
@@ -85,6 +86,9 @@ function metricsRegistry(wiring: Wiring, server: () => HttpServer | null): Regis
 
 export async function startGateway(options: StartOptions = {}): Promise<GatewayHandle> {
   const loaded = loadConfig(options.env ?? process.env, options.overlay)
+  // The embedded store's directory is made owner-only (0700) before anything is put in it: wiring
+  // may create the master key file there first. A directory that exists keeps its mode.
+  if (loaded.environment.mongodbUri === null) mkdirSync(loaded.environment.dataDir, { recursive: true, mode: 0o700 })
   const wiring = await wire(loaded)
   const { config } = loaded
   const logger = wiring.logger

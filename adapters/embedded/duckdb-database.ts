@@ -10,7 +10,7 @@
  * composition root may start it too. Adapters close their sessions; whoever owns the database
  * closes it last (`close()` also closes any session still open).
  */
-import { mkdir } from 'node:fs/promises'
+import { chmod, mkdir } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import {
   DuckDBInstance,
@@ -23,7 +23,7 @@ import type { DuckDBConnection, DuckDBType, DuckDBValue, JS } from '@duckdb/node
 import type { HealthStatus, Service } from '../../core/ports.js'
 
 export interface DuckDbDatabaseOptions {
-  /** Database file path (its parent directory is created), or `:memory:`. */
+  /** Database file path (its parent directory is created, mode 0700), or `:memory:`. */
   readonly path: string
   /**
    * DuckDB settings for the embedded file. Defaults keep it a small tenant of the gateway process:
@@ -268,10 +268,22 @@ export class DuckDbDatabase implements Service {
     this.#starting = null
   }
 
+  /**
+   * The file holds provider credentials (sealed), API key hashes, and request logs with their
+   * bodies: its directory is created owner-only (0700, so nothing in it is reachable by other
+   * users whatever the files' own modes), and the file and any write-ahead log left by a crash are
+   * made 0600 once open. DuckDB creates those itself with the process umask, and re-creates the
+   * WAL after every checkpoint, so the process entry (config/main.ts) sets the umask to 077 too.
+   */
   async #open(): Promise<void> {
-    if (this.path !== ':memory:' && this.path !== '') {
-      await mkdir(dirname(this.path), { recursive: true })
-    }
+    const onDisk = this.path !== ':memory:' && this.path !== ''
+    if (onDisk) await mkdir(dirname(this.path), { recursive: true, mode: 0o700 })
     this.#instance = await DuckDBInstance.create(this.path, { memory_limit: this.#memoryLimit, threads: String(this.#threads) })
+    if (onDisk) {
+      await chmod(this.path, 0o600)
+      await chmod(`${this.path}.wal`, 0o600).catch((error: NodeJS.ErrnoException) => {
+        if (error.code !== 'ENOENT') throw error
+      })
+    }
   }
 }

@@ -191,7 +191,8 @@ class DuckDbLogStore implements LogStoreWriter {
     const session = this.#session()
     const file = join(this.#stagingDirectory, `.request-logs-${process.pid}-${++this.#batchNumber}.jsonl`)
     try {
-      await writeFile(file, await serialiseInSlices(records, toJsonLine))
+      // The batch holds request bodies: private to the owner, also when it stages in tmpdir().
+      await writeFile(file, await serialiseInSlices(records, toJsonLine), { mode: 0o600 })
       await session.run(insertBatchSql(file))
     } finally {
       await rm(file, { force: true })

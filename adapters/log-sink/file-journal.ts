@@ -56,10 +56,13 @@ export class FileJournal {
     this.#maxBytes = options.maxBytes
   }
 
-  /** Creates the directory, removes leftovers of an interrupted append and lists what is waiting. Idempotent. */
+  /**
+   * Creates the directory (owner-only, 0700: batches hold request logs, bodies included), removes
+   * leftovers of an interrupted append and lists what is waiting. Idempotent.
+   */
   async open(): Promise<void> {
     if (this.#opened) return
-    await mkdir(this.directory, { recursive: true })
+    await mkdir(this.directory, { recursive: true, mode: 0o700 })
     const entries: JournalEntry[] = []
     for (const file of await readdir(this.directory)) {
       if (file.endsWith(TEMPORARY_SUFFIX)) {
@@ -115,7 +118,7 @@ export class FileJournal {
     const path = join(this.directory, file)
     const temporary = `${path}${TEMPORARY_SUFFIX}`
     try {
-      const handle = await open(temporary, 'w')
+      const handle = await open(temporary, 'w', 0o600)
       try {
         await handle.writeFile(text)
         await handle.sync()

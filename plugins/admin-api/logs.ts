@@ -4,10 +4,14 @@
  *   CustomLog or an array (at most 100) of requests made outside the gateway, stored as log records
  *   with source `custom` in the caller's workspace, so analytics, feedback and exports see them.
  *   Headers are accepted but not stored (they carry credentials); the URL is kept without query
- *   string or credentials; bodies are kept (at most 1 MiB of JSON each). No cost is computed.
+ *   string or credentials; bodies (at most 1 MiB of JSON each) and metadata are stored with
+ *   credential-looking fields and gateway key secrets masked (`maskSecrets`, which also cuts
+ *   anything nested deeper than 20 levels), so neither the log store nor its write-ahead log or
+ *   journal ever holds them in clear. No cost is computed.
  * - `GET /v1/logs/{id}` (`logs.read`, `logs.view`, `logs.write` or `completions.write`): a log by
  *   request id or trace id, within the caller's workspace (organisation keys: the organisation).
- *   Bodies are shown only when stored, with credential-looking fields masked; headers never.
+ *   Bodies are shown only when stored, masked again on the way out (records written before
+ *   bodies were masked on write, and gateway records); headers never.
  * Records are written in batches: a log not found yet makes the sink flush once before the 404.
  */
 import { randomUUID } from 'node:crypto'
@@ -98,11 +102,12 @@ function providerOf(deps: AdminDeps, url: string): string | null {
   return null
 }
 
+/** Metadata pairs as strings, a credential-looking pair (`api_key`, a `gw-…` secret) masked. */
 function stringMetadata(metadata: CustomLog['metadata']): Record<string, string> | null {
   if (metadata === undefined) return null
   const values: Record<string, string> = {}
   for (const [key, value] of Object.entries(metadata)) if (key !== 'trace_id') values[key] = String(value)
-  return Object.keys(values).length === 0 ? null : values
+  return Object.keys(values).length === 0 ? null : (maskSecrets(values) as Record<string, string>)
 }
 
 /** A CustomLog → the log record stored for it. */
@@ -148,8 +153,8 @@ export function customLogRecord(deps: AdminDeps, principal: AdminRequest['princi
     errorCode: null,
     errorType: null,
     metadata,
-    requestBody: JSON.stringify(log.request.body),
-    responseBody: JSON.stringify(log.response.body),
+    requestBody: JSON.stringify(maskSecrets(log.request.body)),
+    responseBody: JSON.stringify(maskSecrets(log.response.body)),
   }
 }
 
