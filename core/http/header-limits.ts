@@ -6,6 +6,7 @@
  * (measured with raw sockets; `test/security/bad-input.test.ts` pins it down):
  * - 49 or more header fields, or a NUL, CR, LF or other control byte in a value (a tab is
  *   fine): no reply, and the connection is held until uWS's 10 s idle timeout closes it (12 s);
+ * - no `Host` header: the connection is closed at once;
  * - a request (line and header block) that does not arrive in one read and passes 4096 bytes
  *   while incomplete: the connection is closed at once; one over the 512 KB read buffer is reset.
  * So the 100-field limit below is the contract's, enforced here in case a build allows more

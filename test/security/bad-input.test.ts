@@ -240,6 +240,10 @@ describe('request header limits', () => {
     await expectServing()
   })
 
+  it('pins down that uWebSockets.js 20.30 closes at once, unanswered, a request without Host', async () => {
+    expect(await raw(['GET /healthz HTTP/1.1\r\nx-a: b\r\n\r\n'], REPLY_MS)).toEqual({ text: '', closed: true })
+  })
+
   it('pins down that uWebSockets.js 20.30 closes at once a head that passes 4096 bytes before it is complete', async () => {
     const start = head('/healthz', ['x-big: ' + 'a'.repeat(3000)])
     expect(start.length).toBeLessThan(4096)
