@@ -98,6 +98,16 @@ describe('JSON nested deeper than 64 levels', () => {
   })
 })
 
+describe('JSON nested deeper than 64 levels in a pass-through body', () => {
+  it('is forwarded byte for byte: the gateway does not parse it as a request, and the limit estimators that peek at it cannot fail', async () => {
+    const body = `{"model":"m","max_tokens":5,"documents":${nestedArrays(DEEP)}}`
+    const response = await fetch(`${gw.url}/v1/rerank`, { method: 'POST', headers: dataPlaneHeaders(key, mock.url), body })
+    expect(response.status, await response.text()).toBe(200)
+    expect(mock.requests).toHaveLength(1)
+    expect(mock.requests[0]?.text()).toBe(body)
+  })
+})
+
 describe('x-gateway-metadata', () => {
   const cases: ReadonlyArray<readonly [string, string]> = [
     ['user=alice', 'it is not valid JSON; send a JSON object of strings, e.g. {"_user":"u1"}'],
