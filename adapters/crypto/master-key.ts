@@ -89,7 +89,7 @@ function keyFile(path: string): ResolvedMasterKey {
   const temporary = join(directory, `.${MASTER_KEY_FILE}.${process.pid}.${randomBytes(4).toString('hex')}`)
   const key = randomBytes(KEY_BYTES)
   try {
-    mkdirSync(directory, { recursive: true })
+    mkdirSync(directory, { recursive: true, mode: 0o700 })
     const fd = openSync(temporary, 'wx', 0o600)
     try {
       // The umask can only narrow the mode; fchmod states it exactly.
