@@ -6,9 +6,8 @@
  * another workspace's resources and must get 404 (or the admin-only 403), never the resource.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { callAs, inviteUser, type Answer, type Json } from '../helpers/admin-calls.js'
 import { startTestGateway, TEST_ADMIN_KEY, type TestGateway } from '../helpers/gateway.js'
-
-type Json = Record<string, any>
 
 const BROAD_SCOPES = [
   'workspaces.read',
@@ -39,12 +38,8 @@ let otherWorkspace: string
 let memberUserId: string
 let otherKeyId: string
 
-async function call(method: string, path: string, key: string, body?: unknown): Promise<{ status: number; body: Json; text: string }> {
-  const headers: Record<string, string> = { 'x-gateway-api-key': key }
-  if (body !== undefined) headers['content-type'] = 'application/json'
-  const response = await fetch(`${gw.url}${path}`, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) })
-  const text = await response.text()
-  return { status: response.status, text, body: text.length > 0 ? (JSON.parse(text) as Json) : {} }
+function call(method: string, path: string, key: string, body?: unknown): Promise<Answer> {
+  return callAs(gw.url, key, method, path, body)
 }
 
 async function admin(method: string, path: string, body?: unknown): Promise<Json> {
@@ -53,23 +48,10 @@ async function admin(method: string, path: string, body?: unknown): Promise<Json
   return answer.body
 }
 
-/** Invites a user with an organisation role and a role in `workspace`, accepts, returns the user id and its user key. */
-async function inviteUser(role: 'admin' | 'member', workspaceRole: 'admin' | 'manager' | 'member'): Promise<{ id: string; key: string }> {
-  const invite = await admin('POST', '/v1/admin/users/invites', {
-    email: `${role}-${workspaceRole}-${Math.random().toString(36).slice(2)}@example.test`,
-    role,
-    workspaces: [{ id: workspace, role: workspaceRole }],
-    workspace_api_key_details: { scopes: BROAD_SCOPES },
-  })
-  const token = String(invite.invite_link).split('/').pop()
-  const response = await fetch(`${gw.url}/v1/invites/${token}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ first_name: 'Test', last_name: role, password: 'long enough password' }),
-  })
-  const accepted = (await response.json()) as Json
-  expect(response.status, JSON.stringify(accepted)).toBe(201)
-  return { id: accepted.user.id, key: accepted.api_keys[0].key }
+/** A user with an organisation role and a role in `workspace`, and their user key with the broad scopes. */
+async function invitedWithKey(role: 'admin' | 'member', workspaceRole: 'admin' | 'manager' | 'member'): Promise<{ id: string; key: string }> {
+  const user = await inviteUser(gw.url, role, { id: workspace, role: workspaceRole }, BROAD_SCOPES)
+  return { id: user.id, key: String(user.key) }
 }
 
 /** Asserts each caller's status for one operation; `workspace_id` is added to the body for the admin key. */
@@ -89,9 +71,9 @@ beforeAll(async () => {
   const users = await admin('GET', '/v1/admin/users')
   const owner = (users.data as Json[]).find((user) => user.role === 'owner')
   keys.owner = (await admin('POST', '/v1/api-keys/workspace/user', { name: 'owner', workspace_id: workspace, user_id: owner?.id, scopes: BROAD_SCOPES })).key
-  keys.orgAdmin = (await inviteUser('admin', 'member')).key
-  keys.manager = (await inviteUser('member', 'manager')).key
-  const member = await inviteUser('member', 'member')
+  keys.orgAdmin = (await invitedWithKey('admin', 'member')).key
+  keys.manager = (await invitedWithKey('member', 'manager')).key
+  const member = await invitedWithKey('member', 'member')
   keys.member = member.key
   memberUserId = member.id
 })

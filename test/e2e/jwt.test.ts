@@ -1,21 +1,11 @@
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK, type JWTPayload } from 'jose'
+import { SignJWT, type JWTPayload } from 'jose'
 import OpenAI from 'openai'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js'
 import { MOCK_REPLY, startMockUpstream, type MockUpstream } from '../helpers/mock-upstream.js'
-
-interface Signer {
-  readonly kid: string
-  readonly privateKey: CryptoKey
-  readonly publicJwk: JWK
-}
-
-async function newSigner(kid: string): Promise<Signer> {
-  const { privateKey, publicKey } = await generateKeyPair('RS256', { modulusLength: 2048, extractable: true })
-  return { kid, privateKey, publicJwk: { ...(await exportJWK(publicKey)), kid, alg: 'RS256', use: 'sig' } }
-}
+import { newSigner, type Signer } from '../helpers/jwt-signer.js'
 
 const nowSeconds = (): number => Math.floor(Date.now() / 1000)
 

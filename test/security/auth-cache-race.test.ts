@@ -9,7 +9,7 @@
  * (no sleeps, no timing thresholds).
  */
 import { randomUUID } from 'node:crypto'
-import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK, type JWTPayload } from 'jose'
+import { SignJWT, type JWTPayload } from 'jose'
 import { afterEach, beforeAll, beforeEach, describe, expect, inject, it, vi } from 'vitest'
 import { DuckDbAdminStore } from '../../adapters/embedded/duckdb-admin-store.js'
 import { DuckDbDatabase } from '../../adapters/embedded/duckdb-database.js'
@@ -32,6 +32,7 @@ import { INFERENCE_ROUTES, type RouteSpec } from '../../core/routes.js'
 import { hashSecret, issueApiKey, newApiKeySecret } from '../../core/secrets.js'
 import { authConfigSchema } from '../../plugins/auth/config.js'
 import { AuthPlugin } from '../../plugins/auth/plugin.js'
+import { jwksOf, newSigner, type Signer } from '../helpers/jwt-signer.js'
 
 const chatRoute = INFERENCE_ROUTES.find((route) => route.id === 'chat.completions') as RouteSpec
 const silent: Logger = { debug() {}, info() {}, warn() {}, error() {} }
@@ -362,21 +363,6 @@ describe('API key cache: revocation during a lookup reaches another instance (Re
 
 // ---------------------------------------------------------------------------------------------
 // JWT verifier caches: organisation (JWKS settings), first organisation, workspace, verified tokens
-
-interface Signer {
-  readonly kid: string
-  readonly privateKey: CryptoKey
-  readonly publicJwk: JWK
-}
-
-async function newSigner(kid: string): Promise<Signer> {
-  const { privateKey, publicKey } = await generateKeyPair('RS256', { modulusLength: 2048, extractable: true })
-  return { kid, privateKey, publicJwk: { ...(await exportJWK(publicKey)), kid, alg: 'RS256', use: 'sig' } }
-}
-
-function jwksOf(signer: Signer): JsonWebKeySet {
-  return { keys: [signer.publicJwk as Record<string, unknown>] }
-}
 
 describe('JWT verifier caches: changes during a read', () => {
   let f: Fixture

@@ -3,21 +3,11 @@
  * identity provider's keys for this gateway only (`issuer`, `audience` in its JWT settings) refuses
  * tokens the same provider minted for another service, or another tenant of a shared JWKS minted.
  */
-import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK, type JWTPayload } from 'jose'
+import { SignJWT, type JWTPayload } from 'jose'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js'
 import { startMockUpstream, type MockUpstream } from '../helpers/mock-upstream.js'
-
-interface Signer {
-  readonly kid: string
-  readonly privateKey: CryptoKey
-  readonly publicJwk: JWK
-}
-
-async function newSigner(kid: string): Promise<Signer> {
-  const { privateKey, publicKey } = await generateKeyPair('RS256', { modulusLength: 2048, extractable: true })
-  return { kid, privateKey, publicJwk: { ...(await exportJWK(publicKey)), kid, alg: 'RS256', use: 'sig' } }
-}
+import { newSigner, type Signer } from '../helpers/jwt-signer.js'
 
 const ISSUER = 'https://login.idp.example/tenant-a/'
 

@@ -9,14 +9,8 @@
  * admin, workspace admin, workspace manager (also every workspace service key), workspace member.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { callAs, inviteUser, type Answer, type Json } from '../helpers/admin-calls.js'
 import { startTestGateway, TEST_ADMIN_KEY, type TestGateway } from '../helpers/gateway.js'
-
-type Json = Record<string, any>
-interface Answer {
-  readonly status: number
-  readonly body: Json
-  readonly text: string
-}
 
 /** What every user key and service key of the role matrix holds, so refusals there come from roles. */
 const BROAD_SCOPES = [
@@ -54,12 +48,8 @@ let workspace: string
 const userIds = {} as Record<Target, string>
 const callerKeys = {} as Record<Caller, { key: string; id: string }>
 
-async function call(method: string, path: string, key: string, body?: unknown): Promise<Answer> {
-  const headers: Record<string, string> = { 'x-gateway-api-key': key }
-  if (body !== undefined) headers['content-type'] = 'application/json'
-  const response = await fetch(`${gw.url}${path}`, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) })
-  const text = await response.text()
-  return { status: response.status, text, body: text.length > 0 ? (JSON.parse(text) as Json) : {} }
+function call(method: string, path: string, key: string, body?: unknown): Promise<Answer> {
+  return callAs(gw.url, key, method, path, body)
 }
 
 async function admin(method: string, path: string, body?: unknown): Promise<Json> {
@@ -77,22 +67,9 @@ async function adminMadeKey(kind: 'organisation/service' | 'workspace/service' |
   return { key: made.key, id: made.id }
 }
 
-/** Invites a user with an organisation role and a role in the workspace, accepts, returns the user id. */
-async function inviteUser(role: 'admin' | 'member', workspaceRole: 'admin' | 'manager' | 'member'): Promise<string> {
-  const invite = await admin('POST', '/v1/admin/users/invites', {
-    email: `${role}-${workspaceRole}-${Math.random().toString(36).slice(2)}@example.test`,
-    role,
-    workspaces: [{ id: workspace, role: workspaceRole }],
-  })
-  const token = String(invite.invite_link).split('/').pop()
-  const response = await fetch(`${gw.url}/v1/invites/${token}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ first_name: 'Test', last_name: role, password: 'long enough password' }),
-  })
-  const accepted = (await response.json()) as Json
-  expect(response.status, JSON.stringify(accepted)).toBe(201)
-  return accepted.user.id
+/** A user with an organisation role and a role in the workspace; returns the user id. */
+async function invitedUser(role: 'admin' | 'member', workspaceRole: 'admin' | 'manager' | 'member'): Promise<string> {
+  return (await inviteUser(gw.url, role, { id: workspace, role: workspaceRole })).id
 }
 
 /** The body that creates a key in the matrix's workspace, as `caller` must send it. */
@@ -125,10 +102,10 @@ beforeAll(async () => {
   workspace = (await admin('POST', '/v1/admin/workspaces', { name: 'Escalation' })).id
   const users = await admin('GET', '/v1/admin/users')
   userIds.owner = (users.data as Json[]).find((user) => user.role === 'owner')?.id
-  userIds.orgAdmin = await inviteUser('admin', 'member')
-  userIds.wsAdmin = await inviteUser('member', 'admin')
-  userIds.manager = await inviteUser('member', 'manager')
-  userIds.member = await inviteUser('member', 'member')
+  userIds.orgAdmin = await invitedUser('admin', 'member')
+  userIds.wsAdmin = await invitedUser('member', 'admin')
+  userIds.manager = await invitedUser('member', 'manager')
+  userIds.member = await invitedUser('member', 'member')
   callerKeys.adminKey = { key: TEST_ADMIN_KEY, id: '' }
   callerKeys.service = await adminMadeKey('workspace/service', BROAD_SCOPES)
   for (const target of TARGETS) callerKeys[target] = await adminMadeKey('workspace/user', BROAD_SCOPES, userIds[target])

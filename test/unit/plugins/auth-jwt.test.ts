@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { exportJWK, generateKeyPair, generateSecret, SignJWT, type CryptoKey, type JWK, type JWTPayload } from 'jose'
+import { generateSecret, SignJWT, type JWTPayload } from 'jose'
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { DuckDbAdminStore } from '../../../adapters/embedded/duckdb-admin-store.js'
 import { DuckDbDatabase } from '../../../adapters/embedded/duckdb-database.js'
@@ -22,25 +22,11 @@ import { INFERENCE_ROUTES, type RouteSpec } from '../../../core/routes.js'
 import { authConfigSchema } from '../../../plugins/auth/config.js'
 import { parseJwtHeader } from '../../../plugins/auth/jwt-verifier.js'
 import { AuthPlugin } from '../../../plugins/auth/plugin.js'
+import { jwksOf, newSigner, type Signer } from '../../helpers/jwt-signer.js'
 
 const chatRoute = INFERENCE_ROUTES.find((route) => route.id === 'chat.completions') as RouteSpec
 const silent: Logger = { debug() {}, info() {}, warn() {}, error() {} }
 const ADMIN_KEY = 'gw-unit-admin-key-0123456789abcdef'
-
-interface Signer {
-  readonly kid: string
-  readonly privateKey: CryptoKey
-  readonly publicJwk: JWK
-}
-
-async function newSigner(kid: string): Promise<Signer> {
-  const { privateKey, publicKey } = await generateKeyPair('RS256', { modulusLength: 2048, extractable: true })
-  return { kid, privateKey, publicJwk: { ...(await exportJWK(publicKey)), kid, alg: 'RS256', use: 'sig' } }
-}
-
-function jwksOf(...signers: readonly Signer[]): JsonWebKeySet {
-  return { keys: signers.map((signer) => signer.publicJwk as Record<string, unknown>) }
-}
 
 const nowSeconds = (): number => Math.floor(Date.now() / 1000)
 
