@@ -6,7 +6,7 @@
  * I/O: one upstream request through the UpstreamClient (pooled, aborted when the client leaves).
  * Provider selection: the credential a virtual key resolved to (`ctx.credential`: provider, key,
  * custom host; the client's `Authorization` and `x-gateway-provider` are then ignored and
- * `Authorization` is not forwarded; `x-gateway-custom-host` with it is refused, 400: the stored key
+ * `Authorization` is not forwarded; `x-gateway-custom-host` with it is refused (400, by the virtual-key plugin): the stored key
  * goes only to its provider or its own `custom_host`); otherwise `x-gateway-provider` +
  * `Authorization` (the provider key), optionally `x-gateway-custom-host`. Custom hosts are checked
  * against the SSRF allow-list on every request (results are cached by the registry).
@@ -120,8 +120,6 @@ export class ForwardPlugin implements GatewayPlugin {
     if (headers['x-gateway-config'] !== undefined) {
       return gatewayError(ERRORS.GW_REQ_PROVIDER_MISSING, 'Configs are not enabled on this gateway: send x-gateway-provider or x-gateway-virtual-key')
     }
-    // The virtual-key plugin refuses this pair first; a stored key must never follow the client's host.
-    if (stored !== null && headers['x-gateway-custom-host'] !== undefined) return customHostWithVirtualKey()
     const slug = stored === null ? headers['x-gateway-provider'] : stored.provider
     if (slug === undefined || slug.length === 0) {
       if (headers['x-gateway-virtual-key'] !== undefined) {
@@ -139,6 +137,8 @@ export class ForwardPlugin implements GatewayPlugin {
       return gatewayError(ERRORS.GW_REQ_ROUTE_UNSUPPORTED, `Provider "${slug}" does not support ${ctx.route.pattern}`)
     }
 
+    // A stored credential goes only to its own custom host, never the client's (the virtual-key
+    // plugin refuses x-gateway-custom-host next to a virtual key before writing ctx.credential).
     const customHost = stored === null ? headers['x-gateway-custom-host'] : (stored.customHost ?? undefined)
     const hostParam = stored === null ? 'x-gateway-custom-host' : 'x-gateway-virtual-key'
     if (customHost !== undefined) {
@@ -264,14 +264,6 @@ export class ForwardPlugin implements GatewayPlugin {
  */
 function carriesCredential(value: string, credential: string | null): boolean {
   return credential !== null && value.includes(credential)
-}
-
-function customHostWithVirtualKey(): GatewayError {
-  return gatewayError(
-    ERRORS.GW_REQ_INVALID,
-    "x-gateway-custom-host cannot be combined with x-gateway-virtual-key: the virtual key's provider key goes only to its provider or to the key's own custom_host. Drop the header, or set the virtual key's custom_host through the Admin API (PUT /v1/virtual-keys/{id} with custom_host and key)",
-    { param: 'x-gateway-custom-host' },
-  )
 }
 
 /** Header names listed in `Connection` apply to one hop only and are not forwarded (RFC 9110 §7.6.1). */
