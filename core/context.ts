@@ -160,7 +160,7 @@ export class RequestContext {
   readonly path: string
   /** Raw query string without `?` (may be empty). */
   readonly query: string
-  /** Request headers, names lower-cased; a repeated header keeps its last value. written by: core */
+  /** Request headers, names lower-cased; a header sent on several lines keeps every value, joined in order with `, ` (`; ` for `cookie`, RFC 9110 §5.3). written by: core */
   readonly headers: Readonly<Record<string, string>>
   /**
    * Client address as text, captured on Admin API routes (audit entries need it); `null` on the

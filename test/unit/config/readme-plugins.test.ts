@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
 import defaults from '../../../config/default.json' with { type: 'json' }
 import { PLUGIN_CATALOGUE } from '../../../plugins/index.js'
@@ -25,3 +25,26 @@ describe('README configuration table', () => {
     }
   })
 })
+
+describe('README layout', () => {
+  const layout = /## Development\n\n```\n([\s\S]*?)```/.exec(readme)?.[1] ?? ''
+  const folders = (dir: string): string[] =>
+    readdirSync(new URL(`../../../${dir}/`, import.meta.url), { withFileTypes: true })
+      .filter((entry) => entry.isDirectory())
+      .map((entry) => entry.name)
+
+  it('names every plugin and every adapter folder', () => {
+    expect(layout.length).toBeGreaterThan(0)
+    // Each folder in its own block, whole names only (`log` must not pass because `log sink` is written).
+    const block = (from: string, to: string): string => layout.slice(layout.indexOf(from), layout.indexOf(to))
+    const named = (text: string, name: string): boolean => new RegExp(`(?<![\\w-])${name}(?![\\w-])`).test(text)
+    const plugins = block('plugins/', 'adapters/')
+    const adapters = block('adapters/', 'config/')
+    const missing = [
+      ...folders('plugins').filter((name) => !named(plugins, name)),
+      ...folders('adapters').filter((name) => !named(adapters, `${name}/`)),
+    ]
+    expect(missing).toEqual([])
+  })
+})
+
