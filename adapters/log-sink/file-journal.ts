@@ -9,11 +9,13 @@
  *   written (a stray temporary file from a crash is removed at `open`).
  * - The journal is bounded by `maxBytes`: `append` refuses a batch that would exceed it, and the
  *   caller counts that batch as lost.
- * - A file that cannot be parsed is renamed to `*.corrupt` (kept for the operator, never replayed).
+ * - A file that cannot be parsed is set aside as `*.corrupt` (kept for the operator, never replayed,
+ *   never overwritten by a later one).
  *
  * One journal directory belongs to one process at a time (the sink that owns it).
  */
-import { mkdir, open, readdir, readFile, rename, rm, stat } from 'node:fs/promises'
+import { constants } from 'node:fs'
+import { copyFile, link, mkdir, open, readdir, readFile, rename, rm, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 
 /** What a journaled batch holds. */
@@ -36,6 +38,31 @@ export interface FileJournalOptions {
 
 const ENTRY_NAME = /^(\d{12})-(logs|feedback)-(\d+)\.jsonl$/
 const TEMPORARY_SUFFIX = '.tmp'
+
+/** Names tried for one quarantined file before it is left in place. */
+const MAX_QUARANTINE_NAMES = 1000
+
+/**
+ * Links `source` under `target`, or copies it where the file system has no hard links; both fail
+ * on an existing `target` (a rename would replace it). `'failed'` when `source` is missing or
+ * neither works.
+ */
+async function keepUnder(source: string, target: string): Promise<'kept' | 'taken' | 'failed'> {
+  try {
+    await link(source, target)
+    return 'kept'
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    if (code === 'EEXIST') return 'taken'
+    if (code === 'ENOENT') return 'failed'
+  }
+  try {
+    await copyFile(source, target, constants.COPYFILE_EXCL)
+    return 'kept'
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EEXIST' ? 'taken' : 'failed'
+  }
+}
 
 function entryName(seq: number, kind: JournalKind, count: number): string {
   return `${String(seq).padStart(12, '0')}-${kind}-${count}.jsonl`
@@ -156,10 +183,28 @@ export class FileJournal {
     this.#forget(entry)
   }
 
-  /** Sets aside a batch that cannot be read, so it no longer blocks the journal. */
-  async quarantine(entry: JournalEntry): Promise<void> {
-    await rename(join(this.directory, entry.file), join(this.directory, `${entry.file}.corrupt`)).catch(() => undefined)
+  /**
+   * Sets aside a batch that cannot be read, so it no longer blocks the journal. It keeps its name
+   * with `.corrupt` appended, or `.<n>.corrupt` when that is taken: sequence numbers start again
+   * at 1 once the journal is empty, so a later batch may carry the name of one set aside earlier,
+   * and neither may overwrite the other. Resolves with the name it was kept under, or `null` when
+   * the file was gone or could not be moved (it then stays in place, forgotten until the next
+   * `open`, as before).
+   */
+  async quarantine(entry: JournalEntry): Promise<string | null> {
     this.#forget(entry)
+    const source = join(this.directory, entry.file)
+    for (let attempt = 1; attempt <= MAX_QUARANTINE_NAMES; attempt += 1) {
+      const name = attempt === 1 ? `${entry.file}.corrupt` : `${entry.file}.${attempt}.corrupt`
+      const outcome = await keepUnder(source, join(this.directory, name))
+      if (outcome === 'taken') continue
+      if (outcome === 'kept') {
+        await rm(source, { force: true }).catch(() => undefined)
+        return name
+      }
+      return null
+    }
+    return null
   }
 
   #forget(entry: JournalEntry): void {

@@ -399,9 +399,9 @@ export class LogBatcher {
   }
 
   async #quarantine(entry: JournalEntry, error: Error): Promise<void> {
-    await this.#journal.quarantine(entry)
+    const keptAs = await this.#journal.quarantine(entry)
     this.#countDropped(entry.count)
-    this.#log('error', { file: entry.file, lost: entry.count, error: error.message }, 'unreadable request log journal file set aside')
+    this.#log('error', { file: entry.file, keptAs, lost: entry.count, error: error.message }, 'unreadable request log journal file set aside')
   }
 
   #noteFailure(error: Error): Error {

@@ -1,4 +1,4 @@
-import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises'
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
@@ -80,5 +80,45 @@ describe('FileJournal', () => {
     expect(await readdir(directory)).toEqual(['000000000005-logs-2.jsonl.corrupt'])
     expect(await reopened.append('logs', [{ n: 3 }])).toBe(true)
     expect(reopened.oldest()?.seq).toBe(6)
+  })
+})
+
+describe('FileJournal quarantine', () => {
+  it('never overwrites a batch set aside earlier, also when a later batch carries the same name', async () => {
+    const directory = await freshDirectory()
+    const setAside: string[] = []
+    // Sequence numbers start again at 1 once the journal is empty, so each round writes the same file name.
+    for (const round of ['first', 'second', 'third']) {
+      const journal = new FileJournal({ directory, maxBytes: 1_000_000 })
+      await journal.open()
+      expect(journal.length).toBe(0)
+      expect(await journal.append('logs', [{ round }])).toBe(true)
+      const entry = journal.oldest()!
+      expect(entry.file).toBe('000000000001-logs-1.jsonl')
+      await writeFile(join(directory, entry.file), `{"${round}":\n`)
+      await expect(journal.read(entry)).rejects.toThrow()
+      const kept = await journal.quarantine(entry)
+      expect(kept).not.toBeNull()
+      setAside.push(kept!)
+      expect(journal.records).toBe(0)
+    }
+    // Every batch set aside is still there, with its own bytes.
+    const files = await readdir(directory)
+    const contents = await Promise.all(files.map((file) => readFile(join(directory, file), 'utf8')))
+    expect(contents.sort()).toEqual(['{"first":\n', '{"second":\n', '{"third":\n'])
+    expect(setAside).toEqual(['000000000001-logs-1.jsonl.corrupt', '000000000001-logs-1.jsonl.2.corrupt', '000000000001-logs-1.jsonl.3.corrupt'])
+    expect(files.sort()).toEqual([...setAside].sort())
+  })
+
+  it('forgets a batch whose file is already gone', async () => {
+    const directory = await freshDirectory()
+    const journal = new FileJournal({ directory, maxBytes: 1_000_000 })
+    await journal.open()
+    await journal.append('logs', [{ n: 1 }])
+    const entry = journal.oldest()!
+    await rm(join(directory, entry.file))
+    expect(await journal.quarantine(entry)).toBeNull()
+    expect(journal.length).toBe(0)
+    expect(await readdir(directory)).toEqual([])
   })
 })
