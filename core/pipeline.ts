@@ -9,6 +9,10 @@
  *
  * "Plugins that ran" (for `onResponse` and `onChunk`): the plugins ranked at or above the one that
  * stopped the request, or all of them when the terminal plugin produced the reply.
+ *
+ * `onLog`: the terminal plugin's hook first, then the others by priority (core/plugin.ts), so the
+ * slots the terminal fills there (`ctx.usage`) are final for every other hook. The array is ordered
+ * once here; running it costs nothing more per request.
  */
 import type { JsonObject, RequestContext, SseEvent } from './context.js'
 import { ERRORS, GatewayError, gatewayError, toControlPlaneBody, toDataPlaneBody } from './errors.js'
@@ -67,6 +71,11 @@ function stepsOf<F>(members: readonly PipelineMember[], phase: keyof GatewayPlug
   return steps
 }
 
+/** `steps` with the terminal plugin's step (rank `terminalRank`), if it has one, moved to the front. */
+function terminalFirst<F>(steps: readonly Step<F>[], terminalRank: number): Step<F>[] {
+  return [...steps.filter((step) => step.rank === terminalRank), ...steps.filter((step) => step.rank !== terminalRank)]
+}
+
 function isPromise<T>(value: T | Promise<T>): value is Promise<T> {
   return typeof (value as { then?: unknown } | undefined)?.then === 'function'
 }
@@ -101,7 +110,7 @@ export class Pipeline {
     this.#terminal = terminal[0] as Step<(ctx: RequestContext) => Promise<Reply | GatewayError>>
     this.#onResponse = stepsOf<ResponseHook>(members, 'onResponse').reverse()
     this.#onChunk = stepsOf<ChunkHook>(members, 'onChunk').reverse()
-    this.#onLog = stepsOf<LogHook>(members, 'onLog')
+    this.#onLog = terminalFirst(stepsOf<LogHook>(members, 'onLog'), this.#terminal.rank)
     this.#logger = logger
     this.#checksMetadata = group === 'inference' || group === 'passthrough'
     this.#fullTransform = this.#transformFor(this.#size)

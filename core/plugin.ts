@@ -5,14 +5,21 @@
  * ports it `inject`s; it never sees the container. The pipeline (core/pipeline.ts) calls its hooks
  * in these phases, from arrays compiled once at boot per route group:
  *
- * | phase        | when                                         | order                        | may stop the request |
- * | ------------ | -------------------------------------------- | ---------------------------- | -------------------- |
- * | `onRequest`  | headers known, body not read yet             | priority, high first         | yes                  |
- * | `onAccess`   | body read (and parsed for JSON routes)       | priority, high first         | yes                  |
- * | `onForward`  | the group's one terminal plugin builds reply | -                            | -                    |
- * | `onResponse` | reply status/headers known, nothing sent yet | reverse, plugins that ran    | may swap in an error |
- * | `onChunk`    | each streamed SSE event                      | reverse, plugins that ran    | may modify or drop   |
- * | `onLog`      | after the reply ended, failed or was aborted | priority, all group plugins  | never; never throws  |
+ * | phase        | when                                         | order                          | may stop the request |
+ * | ------------ | -------------------------------------------- | ------------------------------ | -------------------- |
+ * | `onRequest`  | headers known, body not read yet             | priority, high first           | yes                  |
+ * | `onAccess`   | body read (and parsed for JSON routes)       | priority, high first           | yes                  |
+ * | `onForward`  | the group's one terminal plugin builds reply | -                              | -                    |
+ * | `onResponse` | reply status/headers known, nothing sent yet | reverse, plugins that ran      | may swap in an error |
+ * | `onChunk`    | each streamed SSE event                      | reverse, plugins that ran      | may modify or drop   |
+ * | `onLog`      | after the reply ended, failed or was aborted | terminal first, then priority  | never; never throws  |
+ *
+ * `onLog` order: the group's terminal plugin's `onLog` runs first, then every other plugin's `onLog` by
+ * priority (high first), whether or not the request reached the terminal. The terminal plugin is the
+ * one that knows how the exchange ended upstream, so its `onLog` finishes the context slots only it
+ * can fill (forward: `ctx.usage`, from the reply tail); every later `onLog` (rate-limit and budget
+ * charging the real usage, log writing the record) reads the finished context synchronously, with no
+ * deferral. The order is compiled once at boot (core/pipeline.ts).
  *
  * A hook stops the request by **returning** a `GatewayError` (sent in the group's error shape) or a
  * `Reply` (sent as is, e.g. a cache hit). Returning `undefined` continues. A hook that *throws* has a
@@ -53,7 +60,10 @@ export interface GatewayPlugin {
   onResponse?(ctx: RequestContext, reply: Reply): GatewayError | undefined
   /** One streamed event; return it (possibly changed), or `null` to drop it. Synchronous. */
   onChunk?(ctx: RequestContext, event: SseEvent): SseEvent | null
-  /** The exchange is over (see `ctx.outcome`). Enqueue work only; must not throw. */
+  /**
+   * The exchange is over (see `ctx.outcome`). Enqueue work only; must not throw. The terminal
+   * plugin's `onLog` runs before all others, so slots it fills here are final for them.
+   */
   onLog?(ctx: RequestContext): void
   /** Called once at boot, after the ports started and before the server listens (warm caches, seed data). */
   start?(): Promise<void>

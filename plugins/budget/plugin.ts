@@ -1,6 +1,7 @@
 /**
  * budget: `usage_limits` (API.md §6) of the API key, its workspace and the virtual key.
- * Phases: onAccess (priority 600), onLog.
+ * Phases: onAccess (priority 600), onLog (settles with the real usage: forward's onLog, the terminal
+ * plugin's, ran first and filled `ctx.usage`).
  * Reads `ctx.principal.limitSubjects`, `ctx.virtualKey`, `ctx.route`, `ctx.rawBody`/`ctx.body`,
  * `ctx.credential`, and after the reply `ctx.usage`, `ctx.model`, `ctx.target`, `ctx.status`;
  * writes `ctx.budgetHold` (onAccess).
@@ -123,17 +124,14 @@ export class BudgetPlugin implements GatewayPlugin {
     return undefined
   }
 
+  /** `ctx.usage` is final here: the terminal plugin's onLog (forward's) ran first (core/plugin.ts). */
   onLog(ctx: RequestContext): void {
     if (ctx.budgetHold === null) return
-    // forward fills ctx.usage in its own onLog, which runs after this one (lower priority); every
-    // onLog hook runs synchronously, so a microtask sees what they wrote.
-    queueMicrotask(() => {
-      try {
-        this.#afterReply(ctx)
-      } catch (error) {
-        this.#logger.error({ err: error, requestId: ctx.requestId }, 'budget settlement failed')
-      }
-    })
+    try {
+      this.#afterReply(ctx)
+    } catch (error) {
+      this.#logger.error({ err: error, requestId: ctx.requestId }, 'budget settlement failed')
+    }
   }
 
   /** Waits for settlements still running (their ledger and store calls). */

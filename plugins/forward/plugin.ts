@@ -1,6 +1,7 @@
 /**
  * forward: the terminal plugin of the inference and pass-through groups.
- * Phases: onForward (priority 100), onLog (fills `ctx.usage` before the log plugin reads it).
+ * Phases: onForward (priority 100), onLog (fills `ctx.usage`; as the terminal plugin's, it runs
+ * before every other onLog, so rate-limit, budget and log read the final usage).
  * Reads `ctx.principal`, `ctx.gatewayCredential`, `ctx.credential`, `ctx.route`, headers,
  * `ctx.rawBody`/`ctx.body`; writes `ctx.target`, `ctx.model`, `ctx.streaming`, `ctx.usage`.
  * I/O: one upstream request through the UpstreamClient (pooled, aborted when the client leaves).

@@ -1,7 +1,8 @@
 /**
  * rate-limit: `rate_limits` of the API key, its workspace and the virtual key (API.md §6).
  * Phases: onAccess (priority 700: after auth, scope-check and virtual-key, before budget; the body is
- * parsed, so `tokens` rules see `max_tokens`), onLog (charges the real token usage).
+ * parsed, so `tokens` rules see `max_tokens`), onLog (charges the real token usage; it runs after
+ * forward's onLog filled `ctx.usage`, the terminal plugin's onLog running first).
  * Reads `ctx.principal.limitSubjects`, `ctx.virtualKey`, `ctx.body` (or `ctx.rawBody` on
  * pass-through), `ctx.usage`, `ctx.target`; writes `ctx.rateLimitHold` and `ctx.rateLimitClaim`.
  * Without auth (no principal) there is nothing to limit and every request passes.
@@ -137,14 +138,8 @@ export class RateLimitPlugin implements GatewayPlugin {
     })
   }
 
+  /** `ctx.usage` is final here: the terminal plugin's onLog (forward's) ran first (core/plugin.ts). */
   onLog(ctx: RequestContext): void {
-    if (ctx.rateLimitHold === null) return
-    // forward fills `ctx.usage` in its own onLog, which runs after this one (lower priority): every
-    // onLog hook is synchronous, so a microtask sees the finished context.
-    queueMicrotask(() => this.#charge(ctx))
-  }
-
-  #charge(ctx: RequestContext): void {
     const hold = ctx.rateLimitHold
     const usage = ctx.usage
     // No provider call (a cache hit, an error before forwarding) or no reported usage: nothing to charge.

@@ -89,7 +89,7 @@ function terminal(calls: string[], reply: Reply | GatewayError = jsonReply(200, 
 }
 
 describe('Pipeline', () => {
-  it('runs request phases by priority, the terminal, onResponse in reverse, then onLog in priority order', async () => {
+  it('runs request phases by priority, the terminal, onResponse in reverse, then onLog: the terminal first, the rest by priority', async () => {
     const calls: string[] = []
     const pipeline = new Pipeline('inference', 'data', [
       { name: 'a', plugin: recorder('a', calls) },
@@ -101,7 +101,7 @@ describe('Pipeline', () => {
     await pipeline.handle(ctx, exchange)
     expect(calls).toEqual([
       'a.onRequest', 'b.onRequest', 'a.onAccess', 'b.onAccess', 'terminal.onForward',
-      'b.onResponse', 'a.onResponse', 'a.onLog', 'b.onLog', 'terminal.onLog',
+      'b.onResponse', 'a.onResponse', 'terminal.onLog', 'a.onLog', 'b.onLog',
     ])
     expect(ctx.body).toEqual({ model: 'm' })
     expect(exchange.sent?.status).toBe(200)
@@ -118,7 +118,7 @@ describe('Pipeline', () => {
     const exchange = new FakeExchange()
     const ctx = makeCtx()
     await pipeline.handle(ctx, exchange)
-    expect(calls).toEqual(['a.onRequest', 'b.onRequest', 'b.onResponse', 'a.onResponse', 'a.onLog', 'b.onLog', 'c.onLog', 'terminal.onLog'])
+    expect(calls).toEqual(['a.onRequest', 'b.onRequest', 'b.onResponse', 'a.onResponse', 'terminal.onLog', 'a.onLog', 'b.onLog', 'c.onLog'])
     expect(exchange.sent?.status).toBe(401)
     expect(JSON.parse(String(exchange.sent?.body))).toEqual({
       error: { message: 'Invalid API key', type: 'authentication_error', param: null, code: 'GW_AUTH_KEY_INVALID' },
@@ -220,7 +220,7 @@ describe('Pipeline', () => {
     expect(JSON.parse(String(refused.sent?.body))).toEqual({
       error: { message: 'Invalid x-gateway-metadata header: the value of "n" must be a string', type: 'invalid_request_error', param: 'x-gateway-metadata', code: 'GW_REQ_INVALID' },
     })
-    expect(calls).toEqual(['a.onRequest', 'a.onResponse', 'a.onLog', 'terminal.onLog'])
+    expect(calls).toEqual(['a.onRequest', 'a.onResponse', 'terminal.onLog', 'a.onLog'])
     expect(bad.rawBody).toBeNull()
     expect(bad.metadata).toBeNull()
 
@@ -279,14 +279,53 @@ describe('Pipeline', () => {
     expect(second.transform).toBeNull()
   })
 
+  it("runs the terminal's onLog before every other onLog, so a slot it fills there is final for plugins ranked above and below it", async () => {
+    const usage = { promptTokens: 3, completionTokens: 4, totalTokens: 7, cachedTokens: 0 }
+    const seen: Array<[string, number | null]> = []
+    const reader = (name: string): GatewayPlugin => ({
+      onLog: (ctx) => {
+        seen.push([name, ctx.usage?.totalTokens ?? null])
+      },
+    })
+    const pipeline = new Pipeline('inference', 'data', [
+      { name: 'rate-limit', plugin: reader('rate-limit') },
+      { name: 'budget', plugin: reader('budget') },
+      {
+        name: 'forward',
+        plugin: {
+          onForward: async () => jsonReply(200, { ok: true }),
+          onLog: (ctx) => {
+            ctx.usage = usage
+          },
+        },
+      },
+      { name: 'log', plugin: reader('log') },
+    ], silent)
+    const ctx = makeCtx()
+    await pipeline.handle(ctx, new FakeExchange())
+    // Read synchronously, in the hooks themselves: no deferral needed to see the terminal's write.
+    expect(seen).toEqual([['rate-limit', 7], ['budget', 7], ['log', 7]])
+
+    // Also when the request stopped before the terminal: its onLog still runs, and still first.
+    seen.length = 0
+    const refused = new Pipeline('inference', 'data', [
+      { name: 'auth', plugin: { onRequest: () => gatewayError(ERRORS.GW_AUTH_KEY_INVALID), onLog: (c) => void seen.push(['auth', c.usage?.totalTokens ?? null]) } },
+      { name: 'forward', plugin: { onForward: async () => jsonReply(200, {}), onLog: () => void seen.push(['forward', null]) } },
+      { name: 'log', plugin: reader('log') },
+    ], silent)
+    await refused.handle(makeCtx(), new FakeExchange())
+    expect(seen).toEqual([['forward', null], ['auth', null], ['log', null]])
+  })
+
   it('keeps running onLog hooks when one throws', async () => {
     const calls: string[] = []
     const pipeline = new Pipeline('inference', 'data', [
       { name: 'bad', plugin: { onLog: () => { throw new Error('boom') } } },
+      { name: 'after', plugin: { onLog: () => void calls.push('after.onLog') } },
       { name: 't', plugin: terminal(calls) },
     ], silent)
     await pipeline.handle(makeCtx(), new FakeExchange())
-    expect(calls).toContain('terminal.onLog')
+    expect(calls).toEqual(['terminal.onForward', 'terminal.onLog', 'after.onLog'])
   })
 
   it('refuses to compile a group without exactly one terminal', () => {

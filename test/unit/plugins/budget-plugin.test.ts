@@ -191,6 +191,31 @@ describe('budget plugin', () => {
     expect(await used(h, ctx)).toBe(ctx.budgetHold?.items[0]?.amount)
   })
 
+  it("settles in onLog itself, with the usage forward's onLog (the terminal's, run first) filled: no deferral", async () => {
+    const inner = new InProcessBudgetLedger({ now: () => NOW })
+    const settled: number[][] = []
+    const spy = new Proxy(inner, {
+      get(target, property) {
+        if (property === 'settle') {
+          return (items: ReadonlyArray<{ actual: number }>, lease: number) => {
+            settled.push(items.map((item) => item.actual))
+            return target.settle(items as Parameters<BudgetLedger['settle']>[0], lease)
+          }
+        }
+        const value: unknown = Reflect.get(target, property, target)
+        return typeof value === 'function' ? value.bind(target) : value
+      },
+    })
+    const h = await harness({ ledger: spy })
+    const ctx = request(h, [subject('api-key', [rule({ creditLimit: 100_000 })])], { model: 'gpt-4o', messages: [], max_tokens: 50 })
+    expect(await h.plugin.onAccess(ctx)).toBeUndefined()
+    replied(ctx, 200, USAGE)
+    h.plugin.onLog(ctx)
+    // Synchronously: the pipeline clears the reply tail right after onLog, and nothing waits for a later turn.
+    expect(settled).toEqual([[1500]])
+    await h.plugin.close()
+  })
+
   it('answers 412 budget_exceeded_error naming the entity once usage reached the limit', async () => {
     const h = await harness()
     const keySubject = subject('api-key', [rule({ creditLimit: 1500, periodicReset: 'monthly' })], 'API key gw********abc')

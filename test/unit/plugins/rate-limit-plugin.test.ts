@@ -124,11 +124,11 @@ function setup(failMode: 'open' | 'closed' = 'open', limiter: SpyLimiter = new S
   return { plugin, limiter, clock, logger }
 }
 
-/** Runs onLog the way the pipeline does: rate-limit first, then forward's onLog fills the usage. */
+/** Runs onLog the way the pipeline does: forward's onLog (the terminal's, first) fills the usage, then rate-limit's. */
 async function finish(plugin: RateLimitPlugin, ctx: RequestContext, totalTokens: number | null, target: UpstreamTarget | null = TARGET): Promise<void> {
-  plugin.onLog(ctx)
   ctx.target = target
   ctx.usage = totalTokens === null ? null : { promptTokens: 0, completionTokens: totalTokens, totalTokens, cachedTokens: 0 }
+  plugin.onLog(ctx)
   await new Promise((resolve) => setImmediate(resolve))
 }
 
@@ -252,6 +252,16 @@ describe('rate-limit plugin: tokens limits', () => {
     expect(refused.message).toBe('Rate limit exceeded for API key gw********abc: 1000 tokens per minute')
     // 1 token short at 1000 per minute: 60 ms, rounded up to a second.
     expect(refused.headers).toEqual([['retry-after', '1']])
+  })
+
+  it("charges in onLog itself the usage forward's onLog (the terminal's, run first) filled: no deferral", async () => {
+    const { plugin, limiter } = setup()
+    const ctx = request(tpm1000(), { body: { max_tokens: 10 } })
+    expect(await plugin.onAccess(ctx)).toBeUndefined()
+    ctx.target = TARGET
+    ctx.usage = { promptTokens: 5, completionTokens: 7, totalTokens: 12, cachedTokens: 0 }
+    plugin.onLog(ctx)
+    expect(limiter.charges).toEqual([[{ bucket: ctx.rateLimitHold?.tokenBuckets[0], amount: 12 }]])
   })
 
   it('says so when max_tokens alone exceeds the limit', async () => {
