@@ -7,11 +7,13 @@
  * equal it) and audience (`aud` must contain one of them) are checked with `jose`; only then is the workspace
  * claim trusted and resolved (cached). A verified token is cached by its text until its `exp`.
  *
- * Change notifications and reads in flight: concurrent misses of one organisation or workspace share
- * one store query (single-flight.ts), and an eviction that arrives while that query runs keeps its
- * answer out of the cache. A token whose verification overlapped any eviction is not cached
- * (`#generation`), so settings changed mid-verification (a JWKS replaced, an issuer required) apply
- * to the token's next use instead of after its `exp`.
+ * Caches: organisations, the first organisation, workspaces and verified tokens are each a
+ * core/read-through-cache.ts. Concurrent misses of one organisation or workspace share one store
+ * query, and concurrent first uses of one token share one verification. An eviction that arrives
+ * while a read runs keeps its answer out of the cache; every eviction also detaches the token
+ * verifications in flight, so a token whose verification overlapped one is not cached, and settings
+ * changed mid-verification (a JWKS replaced, an issuer required) apply to the token's next use
+ * instead of after its `exp`.
  *
  * Failure policy: fails closed. A store error with nothing cached, or a JWKS URL that cannot be
  * fetched, is 503 `GW_AUTH_UNAVAILABLE`; every other refusal is 401 with a message that names the
@@ -26,10 +28,10 @@ import {
   type JWTVerifyGetKey,
 } from 'jose'
 import type { Principal } from '../../core/context.js'
-import { ERRORS, gatewayError, type GatewayError } from '../../core/errors.js'
+import { ERRORS, gatewayError, GatewayError } from '../../core/errors.js'
 import type { AdminStore, Clock, JwtSettings, Logger, OrganisationRecord, WorkspaceRecord } from '../../core/ports.js'
+import { ReadThroughCache, ttlFreshness } from '../../core/read-through-cache.js'
 import { normaliseScope } from '../../core/scopes.js'
-import { SingleFlight } from './single-flight.js'
 import { workspaceSubject } from './subjects.js'
 
 /** The only signature algorithm accepted (API.md §1). */
@@ -63,21 +65,15 @@ export interface JwtHeader {
 
 type KeySet = JWTVerifyGetKey
 
-interface OrganisationEntry {
-  readonly record: OrganisationRecord | null
-  readonly freshUntil: number
-}
-
-interface WorkspaceEntry {
-  readonly record: WorkspaceRecord | null
-  readonly freshUntil: number
-}
-
+/** A verified token: kept until its `exp`. */
 interface TokenEntry {
   readonly principal: Principal
   /** `exp` in epoch ms. */
   readonly expiresAtMs: number
 }
+
+/** What verifying a token once answers; refusals are shared by concurrent uses but never kept. */
+type Verification = TokenEntry | GatewayError
 
 /** Key set of one organisation's settings; rebuilt when its settings change (`updatedAt`). */
 interface KeySetEntry {
@@ -137,19 +133,20 @@ export class JwtVerifier {
   readonly #clock: Clock
   readonly #logger: Logger
   readonly #options: JwtVerifierOptions
-  readonly #tokens = new Map<string, TokenEntry>()
-  readonly #organisations = new Map<string, OrganisationEntry>()
-  /** Id of the first organisation, for tokens without an organisation claim. */
-  #firstOrganisation: { readonly id: string | null; readonly freshUntil: number } | null = null
-  readonly #workspaces = new Map<string, WorkspaceEntry>()
-  readonly #organisationLookups = new SingleFlight<string, OrganisationRecord | null>()
-  readonly #firstOrganisationLookup = new SingleFlight<'first', OrganisationRecord | null>()
-  readonly #workspaceLookups = new SingleFlight<string, WorkspaceRecord | null>()
   /**
-   * Bumped by every eviction. Evictions are rare (admin changes), so a coarse counter is enough: a
-   * verification that saw it change may have used evicted settings, and its token is not cached.
+   * Verified tokens by their text. Every eviction below also detaches the verifications in flight
+   * (`evictWhere`/`clear`): one that overlapped an eviction may have used evicted settings.
    */
-  #generation = 0
+  readonly #tokens: ReadThroughCache<string, Verification>
+  /** Organisations by id (lower case). */
+  readonly #organisations: ReadThroughCache<string, OrganisationRecord | null>
+  /** The first organisation (one key), for tokens without an organisation claim. */
+  readonly #firstOrganisation: ReadThroughCache<'first', OrganisationRecord | null>
+  /** Workspaces by `<organisation id> <slug>`. */
+  readonly #workspaces: ReadThroughCache<string, WorkspaceRecord | null>
+  readonly #loadOrganisation: (id: string) => Promise<OrganisationRecord | null>
+  readonly #loadFirstOrganisation: () => Promise<OrganisationRecord | null>
+  /** Memo tables built without I/O (no loads, no TTL): bounded maps. */
   readonly #keySets = new Map<string, KeySetEntry>()
   /** One remote set per URL: it holds the fetched JWKS and refetches on an unknown `kid`. */
   readonly #remoteSets = new Map<string, KeySet>()
@@ -159,22 +156,49 @@ export class JwtVerifier {
     this.#clock = clock
     this.#logger = logger
     this.#options = options
+    const stale = (error: unknown): void => logger.warn({ err: error }, 'admin store unreachable: using a stale cached JWT lookup')
+    const records = ttlFreshness(options.cacheTtlMs, options.negativeCacheTtlMs)
+    this.#tokens = new ReadThroughCache<string, Verification>({
+      maxEntries: options.maxTokenCacheEntries,
+      freshUntil: (verification) => (verification instanceof GatewayError ? 0 : verification.expiresAtMs),
+      // Past its `exp` a token is refused, store or no store.
+      staleOnError: null,
+      clock,
+    })
+    const maxEntries = options.maxCacheEntries
+    this.#organisations = new ReadThroughCache<string, OrganisationRecord | null>({ maxEntries, freshUntil: records, staleOnError: stale, clock })
+    // An empty store is remembered as long as an organisation (the first start seeds one).
+    const first = ttlFreshness(options.cacheTtlMs, options.cacheTtlMs)
+    this.#firstOrganisation = new ReadThroughCache<'first', OrganisationRecord | null>({ maxEntries: 1, freshUntil: first, staleOnError: stale, clock })
+    this.#workspaces = new ReadThroughCache<string, WorkspaceRecord | null>({ maxEntries, freshUntil: records, staleOnError: stale, clock })
+    this.#loadOrganisation = (id) => this.#store.findOrganisation(id)
+    this.#loadFirstOrganisation = () => this.#store.findFirstOrganisation()
   }
 
-  /** The principal of a token verified before and not yet expired, or `undefined`. */
+  /**
+   * The principal of a token verified before and not yet expired, or `undefined`. It carries the
+   * credential header of the request that verified it.
+   */
   cached(token: string, now: number): Principal | undefined {
-    const entry = this.#tokens.get(token)
-    if (entry === undefined) return undefined
-    if (entry.expiresAtMs > now) return entry.principal
-    this.#tokens.delete(token)
-    return undefined
+    const verified = this.#tokens.get(token, now)
+    // Refusals are never kept; the check narrows the type.
+    return verified === undefined || verified instanceof GatewayError ? undefined : verified.principal
   }
 
-  /** Verifies `token` (whose header `parseJwtHeader` returned) and resolves its principal. */
+  /**
+   * Verifies `token` (whose header `parseJwtHeader` returned) and resolves its principal. Concurrent
+   * uses of one token share one verification: the principal may carry the other request's
+   * `credentialHeader`.
+   */
   async verify(token: string, header: JwtHeader, credentialHeader: Principal['credentialHeader']): Promise<Principal | GatewayError> {
-    const generation = this.#generation
     if (header.alg !== ALGORITHM) return WRONG_ALGORITHM
     if (typeof header.kid !== 'string' || header.kid.length === 0) return MISSING_KID
+    const verification = await this.#tokens.load(token, () => this.#verifyToken(token, credentialHeader))
+    return verification instanceof GatewayError ? verification : verification.principal
+  }
+
+  /** One verification of a token whose header passed: the loader of `#tokens`. */
+  async #verifyToken(token: string, credentialHeader: Principal['credentialHeader']): Promise<Verification> {
     let unverified: JWTPayload
     try {
       unverified = decodeJwt(token)
@@ -223,51 +247,40 @@ export class JwtVerifier {
       limitSubjects: [workspaceSubject(workspace)],
     }
     // `requiredClaims` guarantees a numeric `exp`.
-    if (generation === this.#generation) this.#rememberToken(token, { principal, expiresAtMs: (payload.exp as number) * 1000 })
-    return principal
+    return { principal, expiresAtMs: (payload.exp as number) * 1000 }
   }
 
   /** Forgets an organisation (its JWT settings changed), its key set and the tokens it admitted; `*` forgets all. */
   evictOrganisation(organisationId: string): void {
     if (organisationId === '*') return this.clear()
-    this.#generation += 1
-    this.#organisationLookups.forget(organisationId)
-    // Which organisation a running first-organisation read returns is unknown until it does.
-    this.#firstOrganisationLookup.forgetAll()
-    const entry = this.#organisations.get(organisationId)
-    this.#organisations.delete(organisationId)
+    const url = this.#organisations.peek(organisationId)?.jwt?.jwksUrl
+    this.#organisations.evict(organisationId)
+    // Also detaches a running first-organisation read: which organisation it returns is unknown until it does.
+    this.#firstOrganisation.evictWhere((record) => record?.id === organisationId)
     const keys = this.#keySets.get(organisationId)
     this.#keySets.delete(organisationId)
     // The next token refetches the JWKS: re-saving the same URL is how an operator forces a refresh.
     if (keys?.url != null) this.#remoteSets.delete(keys.url)
-    const url = entry?.record?.jwt?.jwksUrl
     if (url != null) this.#remoteSets.delete(url)
-    if (this.#firstOrganisation?.id === organisationId) this.#firstOrganisation = null
-    for (const [token, cached] of this.#tokens) if (cached.principal.organisationId === organisationId) this.#tokens.delete(token)
+    this.#tokens.evictWhere((verified) => verified instanceof GatewayError || verified.principal.organisationId === organisationId)
   }
 
   /** Forgets a workspace (renamed, limits changed, deleted) and the tokens it admitted; `*` forgets all. */
   evictWorkspace(workspaceId: string): void {
-    this.#generation += 1
-    // Running reads are keyed by slug: which workspace they return is unknown until they do.
-    this.#workspaceLookups.forgetAll()
     if (workspaceId === '*') {
       this.#workspaces.clear()
       this.#tokens.clear()
       return
     }
-    for (const [key, cached] of this.#workspaces) if (cached.record?.id === workspaceId) this.#workspaces.delete(key)
-    for (const [token, cached] of this.#tokens) if (cached.principal.workspaceId === workspaceId) this.#tokens.delete(token)
+    // evictWhere detaches running reads too: they are keyed by slug, and which workspace they return is unknown until they do.
+    this.#workspaces.evictWhere((record) => record?.id === workspaceId)
+    this.#tokens.evictWhere((verified) => verified instanceof GatewayError || verified.principal.workspaceId === workspaceId)
   }
 
   clear(): void {
-    this.#generation += 1
-    this.#organisationLookups.forgetAll()
-    this.#firstOrganisationLookup.forgetAll()
-    this.#workspaceLookups.forgetAll()
     this.#tokens.clear()
     this.#organisations.clear()
-    this.#firstOrganisation = null
+    this.#firstOrganisation.clear()
     this.#workspaces.clear()
     this.#keySets.clear()
     this.#remoteSets.clear()
@@ -279,82 +292,41 @@ export class JwtVerifier {
     // Ids are UUIDs; anything else cannot name an organisation and must not reach the store.
     if (typeof claimed !== 'string' || !UUID.test(claimed)) return UNKNOWN_ORGANISATION
     const id = claimed.toLowerCase()
-    const cached = this.#organisations.get(id)
-    const now = this.#clock.now()
-    if (cached !== undefined && cached.freshUntil > now) return cached.record ?? UNKNOWN_ORGANISATION
-    let record: OrganisationRecord | null
-    try {
-      record = await this.#organisationLookups.run(
-        id,
-        () => this.#store.findOrganisation(id),
-        (found) => this.#rememberOrganisation(id, found),
-      )
-    } catch (error) {
-      return this.#storeDown(error, cached?.record ?? null, UNKNOWN_ORGANISATION, cached !== undefined)
+    let record = this.#organisations.get(id, this.#clock.now())
+    if (record === undefined) {
+      try {
+        record = await this.#organisations.load(id, this.#loadOrganisation)
+      } catch (error) {
+        return storeDown(this.#logger, error)
+      }
     }
     return record ?? UNKNOWN_ORGANISATION
   }
 
   /** Single-organisation deployments: a token without an organisation claim belongs to the first one. */
   async #firstOrganisationRecord(): Promise<OrganisationRecord | GatewayError> {
-    const now = this.#clock.now()
-    const first = this.#firstOrganisation
-    if (first !== null && first.freshUntil > now) {
-      if (first.id === null) return NO_ORGANISATION
-      const cached = this.#organisations.get(first.id)
-      if (cached !== undefined && cached.freshUntil > now && cached.record !== null) return cached.record
-    }
-    let record: OrganisationRecord | null
-    try {
-      record = await this.#firstOrganisationLookup.run(
-        'first',
-        () => this.#store.findFirstOrganisation(),
-        (found) => {
-          this.#firstOrganisation = { id: found?.id ?? null, freshUntil: this.#clock.now() + this.#options.cacheTtlMs }
-          if (found !== null) this.#rememberOrganisation(found.id, found)
-        },
-      )
-    } catch (error) {
-      const stale = first?.id == null ? undefined : this.#organisations.get(first.id)
-      return this.#storeDown(error, stale?.record ?? null, NO_ORGANISATION, stale !== undefined)
+    let record = this.#firstOrganisation.get('first', this.#clock.now())
+    if (record === undefined) {
+      try {
+        record = await this.#firstOrganisation.load('first', this.#loadFirstOrganisation)
+      } catch (error) {
+        return storeDown(this.#logger, error)
+      }
     }
     return record ?? NO_ORGANISATION
   }
 
   async #workspaceOf(organisationId: string, slug: string): Promise<WorkspaceRecord | GatewayError> {
     const key = `${organisationId} ${slug}`
-    const cached = this.#workspaces.get(key)
-    const now = this.#clock.now()
-    if (cached !== undefined && cached.freshUntil > now) return cached.record ?? UNKNOWN_WORKSPACE
-    let record: WorkspaceRecord | null
-    try {
-      record = await this.#workspaceLookups.run(
-        key,
-        () => this.#store.findWorkspace(organisationId, slug),
-        (found) => {
-          const ttl = found === null ? this.#options.negativeCacheTtlMs : this.#options.cacheTtlMs
-          setBounded(this.#workspaces, key, { record: found, freshUntil: this.#clock.now() + ttl }, this.#options.maxCacheEntries)
-        },
-      )
-    } catch (error) {
-      return this.#storeDown(error, cached?.record ?? null, UNKNOWN_WORKSPACE, cached !== undefined)
+    let record = this.#workspaces.get(key, this.#clock.now())
+    if (record === undefined) {
+      try {
+        record = await this.#workspaces.load(key, () => this.#store.findWorkspace(organisationId, slug))
+      } catch (error) {
+        return storeDown(this.#logger, error)
+      }
     }
     return record ?? UNKNOWN_WORKSPACE
-  }
-
-  /** A stale cached answer while the store is unreachable, else 503 (fail closed). */
-  #storeDown<T>(error: unknown, stale: T | null, unknown: GatewayError, hadEntry: boolean): T | GatewayError {
-    if (hadEntry) {
-      this.#logger.warn({ err: error }, 'admin store unreachable: using a stale cached JWT lookup')
-      return stale ?? unknown
-    }
-    this.#logger.error({ err: error }, 'admin store unreachable: refusing the JWT')
-    return gatewayError(ERRORS.GW_AUTH_UNAVAILABLE)
-  }
-
-  #rememberOrganisation(id: string, record: OrganisationRecord | null): void {
-    const ttl = record === null ? this.#options.negativeCacheTtlMs : this.#options.cacheTtlMs
-    setBounded(this.#organisations, id, { record, freshUntil: this.#clock.now() + ttl }, this.#options.maxCacheEntries)
   }
 
   #keySetOf(organisation: OrganisationRecord): KeySetEntry | GatewayError {
@@ -389,10 +361,6 @@ export class JwtVerifier {
       setBounded(this.#remoteSets, url, keySet, this.#options.maxCacheEntries)
     }
     return keySet
-  }
-
-  #rememberToken(token: string, entry: TokenEntry): void {
-    setBounded(this.#tokens, token, entry, this.#options.maxTokenCacheEntries)
   }
 
   /** Maps a `jose` verification failure to what the client is told. */
@@ -440,6 +408,12 @@ export class JwtVerifier {
     this.#logger.warn({ err: error, organisationId }, 'JWT verification failed')
     return UNUSABLE_JWKS
   }
+}
+
+/** The store is unreachable and nothing is cached (a stale entry would have answered): 503, fail closed. */
+function storeDown(logger: Logger, error: unknown): GatewayError {
+  logger.error({ err: error }, 'admin store unreachable: refusing the JWT')
+  return gatewayError(ERRORS.GW_AUTH_UNAVAILABLE)
 }
 
 function isOrganisation(value: OrganisationRecord | GatewayError): value is OrganisationRecord {

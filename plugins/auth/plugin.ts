@@ -6,9 +6,10 @@
  * Reads the credential from `x-gateway-api-key`, else `Authorization: Bearer`.
  * - An API key is looked up by SHA-256 in the admin store through an in-process cache (evicted by
  *   `api-keys` change notifications). A rotated-out secret is accepted until the key's transition
- *   deadline (`previousKeyExpiresAt`). Concurrent misses of one hash share one store query, and a
- *   notification that arrives while that query runs keeps its answer out of the cache
- *   (single-flight.ts), so a key revoked during a slow lookup is not cached again.
+ *   deadline (`previousKeyExpiresAt`). The cache is core/read-through-cache.ts (bounded by
+ *   `maxCacheEntries`, fresh for `cacheTtlMs`, unknown secrets for `negativeCacheTtlMs`): concurrent
+ *   misses of one hash share one store query, and a notification that arrives while that query runs
+ *   keeps its answer out of the cache, so a key revoked during a slow lookup is not cached again.
  * - A JWT (JWS compact form) is verified instead (jwt-verifier.ts): RS256, `kid` required, against
  *   the organisation's JWKS, and its `iss` / `aud` when the settings name them; organisations and
  *   workspaces are cached and evicted by `organisations` / `workspaces` change notifications.
@@ -31,11 +32,11 @@ import {
   type Logger,
   type WorkspaceRecord,
 } from '../../core/ports.js'
+import { ReadThroughCache } from '../../core/read-through-cache.js'
 import { normaliseScope } from '../../core/scopes.js'
 import { hashSecret } from '../../core/secrets.js'
 import { applyBootstrapJwt, bootstrapBanner, seedFirstStart } from './bootstrap.js'
 import type { AuthConfig } from './config.js'
-import { SingleFlight } from './single-flight.js'
 import { subjectsOf } from './subjects.js'
 import { JwtVerifier, parseJwtHeader, type JwtHeader } from './jwt-verifier.js'
 
@@ -108,9 +109,10 @@ export class AuthPlugin implements GatewayPlugin {
   readonly #notifier: ChangeNotifier
   readonly #clock: Clock
   readonly #logger: Logger
-  readonly #cache = new Map<string, KeyCacheEntry>()
-  /** Store lookups of uncached hashes, shared by concurrent requests presenting the same secret. */
-  readonly #lookups = new SingleFlight<string, KeyCacheEntry>()
+  /** API keys by the hash of the presented secret; misses of one hash share one store lookup. */
+  readonly #keys: ReadThroughCache<string, KeyCacheEntry>
+  /** The loader of `#keys`, bound once so a miss builds no closure. */
+  readonly #loadKey = (hash: string): Promise<KeyCacheEntry> => this.#load(hash)
   readonly #jwt: JwtVerifier
   #unsubscribe: Array<() => void> = []
 
@@ -120,6 +122,13 @@ export class AuthPlugin implements GatewayPlugin {
     this.#notifier = notifier
     this.#clock = clock
     this.#logger = logger
+    this.#keys = new ReadThroughCache({
+      maxEntries: config.maxCacheEntries,
+      // keyCacheEntry applied cacheTtlMs or negativeCacheTtlMs when the lookup answered.
+      freshUntil: (entry) => entry.freshUntil,
+      staleOnError: (error) => logger.warn({ err: error }, 'admin store unreachable: using a stale cached API key'),
+      clock,
+    })
     this.#jwt = new JwtVerifier(store, clock, logger, {
       cacheTtlMs: config.cacheTtlMs,
       negativeCacheTtlMs: config.negativeCacheTtlMs,
@@ -131,15 +140,7 @@ export class AuthPlugin implements GatewayPlugin {
 
   async start(): Promise<void> {
     this.#unsubscribe = [
-      this.#notifier.subscribe(CHANGE_CHANNELS.apiKeys, (message) => {
-        if (message === '*') {
-          this.#cache.clear()
-          this.#lookups.forgetAll()
-        } else {
-          this.#cache.delete(message)
-          this.#lookups.forget(message)
-        }
-      }),
+      this.#notifier.subscribe(CHANGE_CHANNELS.apiKeys, (message) => (message === '*' ? this.#keys.clear() : this.#keys.evict(message))),
       this.#notifier.subscribe(CHANGE_CHANNELS.organisations, (message) => this.#jwt.evictOrganisation(message)),
       this.#notifier.subscribe(CHANGE_CHANNELS.workspaces, (message) => {
         this.#jwt.evictWorkspace(message)
@@ -155,8 +156,7 @@ export class AuthPlugin implements GatewayPlugin {
   async close(): Promise<void> {
     for (const unsubscribe of this.#unsubscribe) unsubscribe()
     this.#unsubscribe = []
-    this.#cache.clear()
-    this.#lookups.forgetAll()
+    this.#keys.clear()
     this.#jwt.clear()
   }
 
@@ -187,32 +187,25 @@ export class AuthPlugin implements GatewayPlugin {
       if (header !== null) return this.#verifyJwt(ctx, secret, header, credentialHeader)
     }
     const hash = hashSecret(secret)
-    const cached = this.#cache.get(hash)
-    if (cached !== undefined && cached.freshUntil > now) return this.#admit(ctx, cached, credentialHeader, now)
-    return this.#lookup(ctx, hash, cached, credentialHeader)
+    const cached = this.#keys.get(hash, now)
+    if (cached !== undefined) return this.#admit(ctx, cached, credentialHeader, now)
+    return this.#lookup(ctx, hash, credentialHeader)
   }
 
   async #verifyJwt(ctx: RequestContext, token: string, header: JwtHeader, credentialHeader: Principal['credentialHeader']): Promise<GatewayError | undefined> {
     const result = await this.#jwt.verify(token, header, credentialHeader)
     if (result instanceof Error) return result
-    ctx.principal = result
+    // A verification shared with a request that sent the token under the other header.
+    ctx.principal = withHeader(result, credentialHeader)
     return undefined
   }
 
-  async #lookup(
-    ctx: RequestContext,
-    hash: string,
-    stale: KeyCacheEntry | undefined,
-    credentialHeader: Principal['credentialHeader'],
-  ): Promise<GatewayError | undefined> {
+  /** A miss: the store lookup (shared; a stale entry while the store is unreachable), else 503. */
+  async #lookup(ctx: RequestContext, hash: string, credentialHeader: Principal['credentialHeader']): Promise<GatewayError | undefined> {
     let entry: KeyCacheEntry
     try {
-      entry = await this.#lookups.run(hash, () => this.#load(hash), (loaded) => this.#remember(hash, loaded))
+      entry = await this.#keys.load(hash, this.#loadKey)
     } catch (error) {
-      if (stale !== undefined) {
-        this.#logger.warn({ err: error }, 'admin store unreachable: using a stale cached API key')
-        return this.#admit(ctx, stale, credentialHeader, this.#clock.now())
-      }
       this.#logger.error({ err: error }, 'admin store unreachable: refusing the request')
       return gatewayError(ERRORS.GW_AUTH_UNAVAILABLE)
     }
@@ -236,19 +229,9 @@ export class AuthPlugin implements GatewayPlugin {
 
   /** Keys carry their workspace's limits: drop the cached keys of a changed workspace (`*`: all). */
   #evictWorkspaceKeys(workspaceId: string): void {
-    // A running lookup's workspace is unknown until it returns: none of them may be kept.
-    this.#lookups.forgetAll()
-    if (workspaceId === '*') return this.#cache.clear()
-    for (const [hash, entry] of this.#cache) if (entry.record?.workspaceId === workspaceId) this.#cache.delete(hash)
-  }
-
-  #remember(hash: string, entry: KeyCacheEntry): void {
-    if (!this.#cache.has(hash) && this.#cache.size >= this.#config.maxCacheEntries) {
-      // Maps iterate in insertion order: drop the oldest entry.
-      const oldest = this.#cache.keys().next()
-      if (!oldest.done) this.#cache.delete(oldest.value)
-    }
-    this.#cache.set(hash, entry)
+    // evictWhere also detaches every running lookup: its key's workspace is unknown until it returns.
+    if (workspaceId === '*') this.#keys.clear()
+    else this.#keys.evictWhere((entry) => entry.record?.workspaceId === workspaceId)
   }
 }
 

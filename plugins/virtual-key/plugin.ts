@@ -6,9 +6,11 @@
  * host, model config: forward uses it instead of the provider headers) and `ctx.virtualKey` (the
  * key's rate and usage limits).
  * I/O: admin store lookups by slug (or UUID) within the caller's organisation, through an
- * in-process cache filled on first use (bounded; unknown slugs remembered briefly) and evicted by
- * `virtual-keys` and `workspaces` change notifications (`*` clears it). Provider keys are decrypted
- * once per cache fill; several keys are used in turn (round robin).
+ * in-process cache filled on first use (core/read-through-cache.ts: bounded by `maxCacheEntries`,
+ * fresh for `cacheTtlMs`, unknown slugs for `negativeCacheTtlMs`, one lookup per slug in flight)
+ * and evicted by `virtual-keys` and `workspaces` change notifications (`*` clears it); a lookup
+ * still running when one arrives is neither cached nor shared with later requests. Provider keys
+ * are decrypted once per cache fill; several keys are used in turn (round robin).
  * A request that also sends `x-gateway-custom-host` is refused (400 GW_REQ_INVALID, before any
  * lookup): the stored provider key goes only to its provider's endpoint or the key's own
  * `custom_host`, and silently ignoring the header would hide that from the client.
@@ -20,9 +22,10 @@
  * would answer every virtual key with an error, and new keys would be sealed under a second key.
  */
 import type { LimitSubject, Principal, ProviderCredential, RequestContext } from '../../core/context.js'
-import { ERRORS, gatewayError, type GatewayError } from '../../core/errors.js'
+import { ERRORS, gatewayError, GatewayError } from '../../core/errors.js'
 import type { GatewayPlugin } from '../../core/plugin.js'
 import { CHANGE_CHANNELS, type AdminStore, type ChangeNotifier, type Clock, type Logger, type SecretCipher, type VirtualKeyRecord } from '../../core/ports.js'
+import { ReadThroughCache } from '../../core/read-through-cache.js'
 import type { VirtualKeyConfig } from './config.js'
 
 /** The client may not point a stored credential at a host of its choosing (API.md §2). */
@@ -44,38 +47,47 @@ interface Entry {
   readonly subject: LimitSubject | null
   /** `record.expiresAt` parsed once (epoch ms; `Infinity` when it never expires). */
   readonly expiresAtMs: number
-  readonly freshUntil: number
   /** Index of the credential the next request uses. */
   cursor: number
 }
 
+/** What one lookup answers; an error (a credential that does not decrypt) is shared, never cached. */
+type Lookup = Entry | GatewayError
+
 export class VirtualKeyPlugin implements GatewayPlugin {
-  readonly #config: VirtualKeyConfig
   readonly #store: AdminStore
   readonly #cipher: SecretCipher
   readonly #notifier: ChangeNotifier
   readonly #clock: Clock
   readonly #logger: Logger
-  readonly #cache = new Map<string, Entry>()
-  /** Lookups in flight, shared by concurrent requests for the same slug. */
-  readonly #pending = new Map<string, Promise<Entry | GatewayError>>()
-  /** Bumped by every eviction: a lookup that started before one must not cache what it read. */
-  #generation = 0
+  /** By `<organisation id>\n<slug>`. */
+  readonly #cache: ReadThroughCache<string, Lookup>
   #unsubscribe: Array<() => void> = []
 
   constructor(config: VirtualKeyConfig, store: AdminStore, cipher: SecretCipher, notifier: ChangeNotifier, clock: Clock, logger: Logger) {
-    this.#config = config
     this.#store = store
     this.#cipher = cipher
     this.#notifier = notifier
     this.#clock = clock
     this.#logger = logger
+    this.#cache = new ReadThroughCache<string, Lookup>({
+      maxEntries: config.maxCacheEntries,
+      freshUntil: (lookup, now) => (lookup instanceof GatewayError ? now : now + (lookup.record === null ? config.negativeCacheTtlMs : config.cacheTtlMs)),
+      staleOnError: (error) => logger.warn({ err: error }, 'admin store unreachable: using a stale cached virtual key'),
+      clock,
+    })
   }
 
   async start(): Promise<void> {
+    // Unknown slugs go on any virtual key change: the change may have created one. (Errors are never
+    // cached; the instanceof checks only narrow the type.)
     this.#unsubscribe = [
-      this.#notifier.subscribe(CHANGE_CHANNELS.virtualKeys, (message) => this.#evict((entry) => message === '*' || entry.record === null || entry.record.id === message)),
-      this.#notifier.subscribe(CHANGE_CHANNELS.workspaces, (message) => this.#evict((entry) => message === '*' || entry.record?.workspaceId === message)),
+      this.#notifier.subscribe(CHANGE_CHANNELS.virtualKeys, (message) =>
+        message === '*' ? this.#cache.clear() : this.#cache.evictWhere((lookup) => lookup instanceof GatewayError || lookup.record === null || lookup.record.id === message),
+      ),
+      this.#notifier.subscribe(CHANGE_CHANNELS.workspaces, (message) =>
+        message === '*' ? this.#cache.clear() : this.#cache.evictWhere((lookup) => lookup instanceof GatewayError || lookup.record?.workspaceId === message),
+      ),
     ]
     await this.#checkMasterKey()
   }
@@ -93,70 +105,50 @@ export class VirtualKeyPlugin implements GatewayPlugin {
     const principal = ctx.principal
     if (principal === null || slug.length === 0 || slug.length > MAX_SLUG_LENGTH) return notFound(slug)
     const cacheKey = `${principal.organisationId}\n${slug}`
-    const cached = this.#cache.get(cacheKey)
-    if (cached !== undefined && cached.freshUntil > this.#clock.now()) return this.#admit(ctx, cached, principal, slug)
-    return this.#lookup(ctx, principal, slug, cacheKey, cached)
+    const cached = this.#cache.get(cacheKey, this.#clock.now())
+    // Errors are never cached; the check only narrows the type.
+    if (cached !== undefined && !(cached instanceof GatewayError)) return this.#admit(ctx, cached, principal, slug)
+    return this.#lookup(ctx, principal, slug, cacheKey)
   }
 
-  async #lookup(ctx: RequestContext, principal: Principal, slug: string, cacheKey: string, stale: Entry | undefined): Promise<GatewayError | undefined> {
-    let pending = this.#pending.get(cacheKey)
-    if (pending === undefined) {
-      const filling = this.#fill(principal.organisationId, slug, cacheKey, stale)
-      this.#pending.set(cacheKey, filling)
-      // An eviction may have detached it, and a newer lookup of the same key taken its place.
-      void filling.finally(() => {
-        if (this.#pending.get(cacheKey) === filling) this.#pending.delete(cacheKey)
-      })
-      pending = filling
-    }
-    const entry = await pending
-    if (entry instanceof Error) return entry
-    return this.#admit(ctx, entry, principal, slug)
-  }
-
-  async #fill(organisationId: string, slug: string, cacheKey: string, stale: Entry | undefined): Promise<Entry | GatewayError> {
-    const generation = this.#generation
-    let record: VirtualKeyRecord | null
+  /** A miss: the store lookup (shared; a stale entry while the store is unreachable), else 503. */
+  async #lookup(ctx: RequestContext, principal: Principal, slug: string, cacheKey: string): Promise<GatewayError | undefined> {
+    let lookup: Lookup
     try {
-      record = await this.#store.findVirtualKey(organisationId, slug)
+      lookup = await this.#cache.load(cacheKey, () => this.#fill(principal.organisationId, slug))
     } catch (error) {
-      if (stale !== undefined) {
-        this.#logger.warn({ err: error }, 'admin store unreachable: using a stale cached virtual key')
-        return stale
-      }
       this.#logger.error({ err: error }, 'admin store unreachable: refusing the virtual key')
       return gatewayError(ERRORS.GW_VIRTUAL_KEY_UNAVAILABLE)
     }
-    const now = this.#clock.now()
-    let entry: Entry
-    if (record === null) {
-      entry = { record: null, credentials: [], subject: null, expiresAtMs: 0, freshUntil: now + this.#config.negativeCacheTtlMs, cursor: 0 }
-    } else {
-      let credentials: ProviderCredential[]
-      try {
-        credentials = this.#credentialsOf(record)
-      } catch (error) {
-        // The boot check makes this rare: a damaged row, or a row sealed under another key since.
-        this.#logger.error({ err: error, virtualKeyId: record.id }, 'a virtual key credential cannot be decrypted with the master key')
-        return gatewayError(ERRORS.GW_INTERNAL)
-      }
-      entry = {
-        record,
-        credentials,
-        subject: {
-          kind: 'virtual-key',
-          id: record.id,
-          label: `virtual key ${record.slug}`,
-          rateLimits: record.rateLimits,
-          usageLimits: record.usageLimits === null ? [] : [record.usageLimits],
-        },
-        expiresAtMs: record.expiresAt === null ? Number.POSITIVE_INFINITY : Date.parse(record.expiresAt),
-        freshUntil: now + this.#config.cacheTtlMs,
-        cursor: 0,
-      }
+    if (lookup instanceof GatewayError) return lookup
+    return this.#admit(ctx, lookup, principal, slug)
+  }
+
+  /** One store lookup (rejects when the store is unreachable), with the credentials decrypted. */
+  async #fill(organisationId: string, slug: string): Promise<Lookup> {
+    const record = await this.#store.findVirtualKey(organisationId, slug)
+    if (record === null) return { record: null, credentials: [], subject: null, expiresAtMs: 0, cursor: 0 }
+    let credentials: ProviderCredential[]
+    try {
+      credentials = this.#credentialsOf(record)
+    } catch (error) {
+      // The boot check makes this rare: a damaged row, or a row sealed under another key since.
+      this.#logger.error({ err: error, virtualKeyId: record.id }, 'a virtual key credential cannot be decrypted with the master key')
+      return gatewayError(ERRORS.GW_INTERNAL)
     }
-    if (generation === this.#generation) this.#remember(cacheKey, entry)
-    return entry
+    return {
+      record,
+      credentials,
+      subject: {
+        kind: 'virtual-key',
+        id: record.id,
+        label: `virtual key ${record.slug}`,
+        rateLimits: record.rateLimits,
+        usageLimits: record.usageLimits === null ? [] : [record.usageLimits],
+      },
+      expiresAtMs: record.expiresAt === null ? Number.POSITIVE_INFINITY : Date.parse(record.expiresAt),
+      cursor: 0,
+    }
   }
 
   #credentialsOf(record: VirtualKeyRecord): ProviderCredential[] {
@@ -178,26 +170,6 @@ export class VirtualKeyPlugin implements GatewayPlugin {
     ctx.credential = credentials[index] as ProviderCredential
     ctx.virtualKey = entry.subject
     return undefined
-  }
-
-  /**
-   * Drops matching entries. Lookups still running are detached too: their answer may predate the
-   * change, so it is neither cached (the generation moved on) nor shared with requests that
-   * arrive after the notice, which start a lookup of their own.
-   */
-  #evict(matches: (entry: Entry) => boolean): void {
-    this.#generation++
-    this.#pending.clear()
-    for (const [key, entry] of this.#cache) if (matches(entry)) this.#cache.delete(key)
-  }
-
-  #remember(cacheKey: string, entry: Entry): void {
-    if (!this.#cache.has(cacheKey) && this.#cache.size >= this.#config.maxCacheEntries) {
-      // Maps iterate in insertion order: drop the oldest entry.
-      const oldest = this.#cache.keys().next()
-      if (!oldest.done) this.#cache.delete(oldest.value)
-    }
-    this.#cache.set(cacheKey, entry)
   }
 
   /** Any stored sealed secret must open under the master key in use (never find out per request). */

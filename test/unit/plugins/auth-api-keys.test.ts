@@ -249,6 +249,33 @@ describe('AuthPlugin API keys', () => {
     expect(((await authenticate(other)) as GatewayError).code).toBe('GW_AUTH_KEY_INVALID')
   })
 
+  it('answers a cached key with a plain value (no promise: the pipeline runs it without await), a miss with a promise', async () => {
+    const secret = newApiKeySecret()
+    const key = await insertKey(secret)
+    const context = (): RequestContext =>
+      new RequestContext({
+        requestId: randomUUID(),
+        traceId: 'trace',
+        receivedAt: Date.now(),
+        startedAt: 0,
+        method: chatRoute.method,
+        path: chatRoute.pattern,
+        query: '',
+        headers: { 'x-gateway-api-key': secret },
+        clientIp: null,
+        route: chatRoute,
+        params: {},
+        signal: new ClientAbort(),
+      })
+    const miss = context()
+    const first = plugin.onRequest(miss)
+    expect(first).toBeInstanceOf(Promise)
+    expect(await first).toBeUndefined()
+    const hit = context()
+    expect(plugin.onRequest(hit)).toBeUndefined()
+    expect((hit.principal as Principal).keyId).toBe(key.id)
+  })
+
   it('refuses an expired key', async () => {
     const secret = newApiKeySecret()
     await insertKey(secret, { expiresAt: new Date(Date.now() - 1000).toISOString() })

@@ -279,6 +279,21 @@ describe('JWT authentication (static JWKS)', () => {
     expect(((await authenticate(token)) as Principal).credentialHeader).toBe('x-gateway-api-key')
   })
 
+  it('gives concurrent first uses of one token under both headers one shared verification, each with its own header', async () => {
+    const token = await sign(signer, claims())
+    const [viaKey, viaBearer] = await Promise.all([authenticate(token), authenticate(token, 'authorization')])
+    expect((viaKey as Principal).credentialHeader).toBe('x-gateway-api-key')
+    expect((viaBearer as Principal).credentialHeader).toBe('authorization')
+  })
+
+  it('answers a verified token from the cache with a plain value, no promise', async () => {
+    const token = await sign(signer, claims())
+    expect(await authenticate(token)).not.toBeInstanceOf(GatewayError)
+    const ctx = makeCtx({ 'x-gateway-api-key': token })
+    expect(plugin.onRequest(ctx)).toBeUndefined()
+    expect((ctx.principal as Principal).kind).toBe('jwt')
+  })
+
   it('strips the gateway. prefix and reads scope as a string or an array, and scopes as an array', async () => {
     const fromString = (await authenticate(await sign(signer, claims({ scope: 'gateway.completions.write  gateway.logs.view' })))) as Principal
     expect([...fromString.scopes]).toEqual(['completions.write', 'logs.view'])

@@ -205,6 +205,15 @@ describe('virtual-key plugin', () => {
     expect(store.lookups).toBe(1)
   })
 
+  it('answers a cached key with a plain value (no promise: the pipeline runs it without await)', async () => {
+    const key = store.add(record())
+    expect(plugin.onRequest(context(key.slug))).toBeInstanceOf(Promise)
+    await run(key.slug)
+    const ctx = context(key.slug)
+    expect(plugin.onRequest(ctx)).toBeUndefined()
+    expect(ctx.credential?.apiKey).toBe('sk-first')
+  })
+
   it('drops a changed key when its id is published, and everything on *', async () => {
     const key = store.add(record())
     await run(key.slug)
