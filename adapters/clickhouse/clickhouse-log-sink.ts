@@ -1,27 +1,45 @@
 /**
  * `LogSink` on ClickHouse (tables of clickhouse-schema.ts; ClickHouse 18.16 and later). Queueing,
- * batching, the journal and exactly-once replays are the shared `LogBatcher`
- * (adapters/log-sink/log-batcher.ts); this file is the ClickHouse side of it.
+ * batching, the journal and exactly-once replays are the shared `BatchingLogSink`
+ * (adapters/log-sink/batching-log-sink.ts); this file is the ClickHouse writer it is given.
  *
- * - Batches are inserted as JSONEachRow, one HTTP request each. `created_at` goes as unix seconds
- *   (18.16 parses no ISO 8601 without `best_effort`), `created_at_ms` as the exact epoch ms, and a
- *   missing organisation or workspace as `''` (key columns cannot be Nullable).
- * - Plain MergeTree on 18.16 has no insert deduplication, and an insert that times out may still
- *   have been written. So before a journaled batch is replayed, the sink asks which of its ids are
- *   stored, bounded by the batch's tenants and time range (the table's sort key, so the lookup
- *   reads only their granules), and inserts the rest. Literals are inlined through the shared
- *   quoting helper (18.16 has no query parameters).
+ * - Batches are inserted as JSONEachRow, one HTTP request each, the body streamed from the buffers
+ *   the sink serialised a slice at a time. `created_at` goes as unix seconds (18.16 parses no ISO
+ *   8601 without `best_effort`), `created_at_ms` as the exact epoch ms, and a missing organisation
+ *   or workspace as `''` (key columns cannot be Nullable).
+ * - A write can fail after ClickHouse committed it (the answer is lost, or the request timed out
+ *   while the server kept going), and its batch is then journaled and replayed. Each record must
+ *   still be stored once:
+ *   - Every insert carries a `query_id` naming its batch (`gw-log-<batch key>-<random>`; the key is
+ *     a hash of the batch's size and first and last ids, which are UUIDs the gateway made). Before
+ *     a replay the writer asks `system.processes` whether an insert of that batch is still running
+ *     and, if so, waits for the next retry: otherwise the replay could look for the rows before the
+ *     earlier insert commits them. This sees the server it asks, and only inserts that are
+ *     executing: 18.16 lists an HTTP insert once it has read its whole body, so one whose data
+ *     was still on its way is not seen. A server that refuses to answer leaves the id check alone
+ *     in charge.
+ *   - Then the shared sink asks which of the batch's ids are stored, bounded by the batch's
+ *     tenants and time range (the table's sort key, so the lookup reads only their granules), and
+ *     inserts the rest. Literals are inlined through the shared quoting helper (18.16 has no
+ *     query parameters).
+ *   - Where the server can (detected by `prepare`; not 18.16), `request_logs` keeps a
+ *     deduplication window, so the server itself drops a repeated insert of the same rows, across
+ *     replicas too; from 22.x inserts also carry `insert_deduplication_token`: the batch key when
+ *     the whole batch is sent, a key of the subset otherwise. On 18.16 the two checks above are
+ *     what holds.
  * - `start()` creates the database and both tables; when ClickHouse is unreachable it logs, still
  *   starts (records go to the journal) and creates them on the first write that gets through.
  * - The journal lives under the data directory (`<dataDir>/log-journal/clickhouse/`), so one data
  *   directory serves one gateway process.
  */
+import { createHash, randomUUID } from 'node:crypto'
 import { Readable } from 'node:stream'
-import type { ClickHouseClient } from '@clickhouse/client'
-import type { FeedbackRecord, HealthStatus, LogRecord, LogSink, LogSinkStats, Logger } from '../../core/ports.js'
+import { ClickHouseError, type ClickHouseClient } from '@clickhouse/client'
+import type { FeedbackRecord, LogRecord, Logger } from '../../core/ports.js'
+import { BatchingLogSink, type LogBatchingOptions, type LogStoreWriter } from '../log-sink/batching-log-sink.js'
 import { FileJournal } from '../log-sink/file-journal.js'
-import { LogBatcher, type LogBatchingOptions, type LogStoreWriter } from '../log-sink/log-batcher.js'
-import { feedbackVersionKey, metadataLists, serialiseInSlices } from '../log-sink/log-records.js'
+import { feedbackVersionKey, metadataLists } from '../log-sink/log-records.js'
+import type { EncodedLines } from '../log-sink/slices.js'
 import { quoteInteger, quoteString } from '../sql/sql-literals.js'
 import { clickHouseLogClient, logDatabaseOf, prepareClickHouseLogTables } from './clickhouse-connection.js'
 import { CLICKHOUSE_FEEDBACK_TABLE, CLICKHOUSE_REQUEST_LOG_TABLE } from './clickhouse-schema.js'
@@ -113,30 +131,102 @@ function chunks<T>(items: readonly T[], size: number): T[][] {
 
 const inList = (values: Iterable<string>): string => `(${[...new Set(values)].map(quote).join(', ')})`
 
-/** The ClickHouse side of the batcher. */
-class ClickHouseLogStore implements LogStoreWriter {
-  readonly #client: () => ClickHouseClient
+/**
+ * Names a batch in every attempt to store it: its size and its first and last ids (UUIDs the
+ * gateway made, each in exactly one batch), hashed. Computed without touching the other records.
+ */
+export function batchKey(batch: readonly LogRecord[]): string {
+  return createHash('sha256')
+    .update(`${batch.length}\n${batch[0]?.id ?? ''}\n${batch.at(-1)?.id ?? ''}`)
+    .digest('hex')
+    .slice(0, 32)
+}
+
+/** The `query_id` prefix of every insert of the batch with this key. */
+export const insertQueryIdPrefix = (key: string): string => `gw-log-${key}-`
+
+/** The ClickHouse writer of the shared sink. Exported for tests; use `ClickHouseLogSink`. */
+export class ClickHouseLogWriter implements LogStoreWriter {
+  readonly name = 'clickhouse'
+  readonly label = 'ClickHouse'
+  readonly #url: string
+  readonly #timeoutMs: number
   readonly #database: string
+  readonly #logger: Logger | null
+  #client: ClickHouseClient | null = null
+  /** Inserts carry `insert_deduplication_token` (the server and the table honour it); set by `prepare`. */
+  #insertTokens = false
 
-  constructor(client: () => ClickHouseClient, database: string) {
-    this.#client = client
+  constructor(url: string, database: string, timeoutMs: number, logger: Logger | null) {
+    this.#url = url
     this.#database = database
+    this.#timeoutMs = timeoutMs
+    this.#logger = logger
   }
 
-  prepare(): Promise<void> {
-    return prepareClickHouseLogTables(this.#client(), this.#database)
+  get opened(): boolean {
+    return this.#client !== null
   }
 
-  async insertLogs(records: readonly LogRecord[]): Promise<void> {
-    // Encoded a slice at a time between event-loop turns (the client's own encoder does a whole
-    // batch in one go, stalling requests for tens of milliseconds), then sent as the request body.
-    const body = await serialiseInSlices(records, (record) => JSON.stringify(toRow(record)))
-    const result = await this.#client().exec({
+  async open(): Promise<boolean> {
+    this.#client = clickHouseLogClient(this.#url, this.#timeoutMs)
+    try {
+      await this.prepare()
+      return true
+    } catch (error) {
+      this.#logger?.warn(
+        { error: error instanceof Error ? error.message : String(error) },
+        'ClickHouse is unreachable at start: request logs are journaled until it answers',
+      )
+      return false
+    }
+  }
+
+  async close(): Promise<void> {
+    const client = this.#client
+    this.#client = null
+    await client?.close()
+  }
+
+  async prepare(): Promise<void> {
+    const features = await prepareClickHouseLogTables(this.#open(), this.#database)
+    this.#insertTokens = features.insertTokens
+  }
+
+  logLine(record: LogRecord): string {
+    return JSON.stringify(toRow(record))
+  }
+
+  async insertLogs(records: readonly LogRecord[], body: EncodedLines, batch: readonly LogRecord[]): Promise<void> {
+    const key = batchKey(batch)
+    const result = await this.#open().exec({
       query: `INSERT INTO ${this.#database}.${CLICKHOUSE_REQUEST_LOG_TABLE} FORMAT JSONEachRow`,
-      values: Readable.from([Buffer.from(body)], { objectMode: false }),
+      // Streamed as serialised: joining the slices would copy the whole batch in one turn.
+      values: Readable.from(body.chunks, { objectMode: false }),
+      query_id: `${insertQueryIdPrefix(key)}${randomUUID()}`,
+      // The whole batch repeats its first attempt's token; a subset has its own (the same token on
+      // other rows would make the server drop them as a repeat).
+      ...(this.#insertTokens ? { clickhouse_settings: { insert_deduplication_token: records === batch ? key : `${key}-${batchKey(records)}` } } : {}),
     })
     // Read the (empty) answer to the end so the connection goes back to the pool.
     for await (const _chunk of result.stream) void _chunk
+  }
+
+  async settleEarlierAttempts(batch: readonly LogRecord[]): Promise<void> {
+    const prefix = insertQueryIdPrefix(batchKey(batch))
+    let running: number
+    try {
+      const result = await this.#open().query({
+        query: `SELECT count() AS n FROM system.processes WHERE startsWith(query_id, ${quote(prefix)})`,
+        format: 'JSONEachRow',
+      })
+      running = Number((await result.json<{ n: string | number }>())[0]?.n ?? 0)
+    } catch (error) {
+      // The server answered but will not say (no access to system.processes): the id check alone decides.
+      if (error instanceof ClickHouseError) return
+      throw error
+    }
+    if (running > 0) throw new Error(`an earlier insert of this batch is still running in ClickHouse (query_id ${prefix}…); replayed once it ends`)
   }
 
   async existingLogIds(records: readonly LogRecord[]): Promise<ReadonlySet<string>> {
@@ -154,14 +244,14 @@ WHERE organisation_id IN ${inList(part.map((record) => record.organisationId ?? 
   AND created_at >= toDateTime(${quoteInteger(Math.floor(from / 1000))})
   AND created_at <= toDateTime(${quoteInteger(Math.floor(to / 1000))})
   AND id IN ${inList(part.map((record) => record.id))}`
-      const result = await this.#client().query({ query, format: 'JSONEachRow' })
+      const result = await this.#open().query({ query, format: 'JSONEachRow' })
       for (const row of await result.json<{ id: string }>()) found.add(row.id)
     }
     return found
   }
 
   async insertFeedback(records: readonly FeedbackRecord[]): Promise<void> {
-    await this.#client().insert({ table: `${this.#database}.${CLICKHOUSE_FEEDBACK_TABLE}`, values: records.map(feedbackRow), format: 'JSONEachRow' })
+    await this.#open().insert({ table: `${this.#database}.${CLICKHOUSE_FEEDBACK_TABLE}`, values: records.map(feedbackRow), format: 'JSONEachRow' })
   }
 
   async existingFeedback(records: readonly FeedbackRecord[]): Promise<ReadonlySet<string>> {
@@ -170,83 +260,24 @@ WHERE organisation_id IN ${inList(part.map((record) => record.organisationId ?? 
       const query = `SELECT id, updated_at_ms FROM ${this.#database}.${CLICKHOUSE_FEEDBACK_TABLE}
 WHERE organisation_id IN ${inList(part.map((record) => record.organisationId))}
   AND id IN ${inList(part.map((record) => record.id))}`
-      const result = await this.#client().query({ query, format: 'JSONEachRow' })
+      const result = await this.#open().query({ query, format: 'JSONEachRow' })
       for (const row of await result.json<{ id: string; updated_at_ms: string | number }>()) {
         found.add(feedbackVersionKey(row.id, Number(row.updated_at_ms)))
       }
     }
     return found
   }
-}
-
-export class ClickHouseLogSink implements LogSink {
-  readonly #url: string
-  readonly #timeoutMs: number
-  readonly #logger: Logger | null
-  readonly #store: ClickHouseLogStore
-  readonly #batcher: LogBatcher
-  #client: ClickHouseClient | null = null
-
-  constructor(options: ClickHouseLogSinkOptions) {
-    const database = logDatabaseOf(options.database)
-    this.#url = options.url
-    this.#timeoutMs = options.requestTimeoutMs ?? 30_000
-    this.#logger = options.logger ?? null
-    const journal = new FileJournal({ directory: options.journalDirectory, maxBytes: options.journalMaxBytes ?? DEFAULT_JOURNAL_MAX_BYTES })
-    this.#store = new ClickHouseLogStore(() => this.#open(), database)
-    this.#batcher = new LogBatcher('clickhouse', this.#store, journal, options)
-  }
-
-  async start(): Promise<void> {
-    if (this.#client !== null) return
-    this.#client = clickHouseLogClient(this.#url, this.#timeoutMs)
-    let prepared = true
-    try {
-      await this.#store.prepare()
-    } catch (error) {
-      prepared = false
-      this.#logger?.warn(
-        { error: error instanceof Error ? error.message : String(error) },
-        'ClickHouse is unreachable at start: request logs are journaled until it answers',
-      )
-    }
-    await this.#batcher.start(prepared)
-  }
-
-  enqueue(record: LogRecord): void {
-    this.#batcher.enqueue(record)
-  }
-
-  recordFeedback(records: readonly FeedbackRecord[]): Promise<void> {
-    return this.#batcher.recordFeedback(records)
-  }
-
-  flush(): Promise<void> {
-    return this.#batcher.flush()
-  }
-
-  stats(): LogSinkStats {
-    return this.#batcher.stats()
-  }
-
-  async health(): Promise<HealthStatus> {
-    if (this.#client === null) return { ok: false, detail: 'request log sink is not started' }
-    return this.#batcher.health('ClickHouse')
-  }
-
-  /** Flushes (what ClickHouse does not take stays journaled for the next start) and closes the client. */
-  async close(): Promise<void> {
-    try {
-      await this.#batcher.close()
-    } finally {
-      const client = this.#client
-      this.#client = null
-      await client?.close()
-    }
-  }
 
   #open(): ClickHouseClient {
     if (this.#client === null) throw new Error('ClickHouse log sink is not started')
     return this.#client
+  }
+}
+
+export class ClickHouseLogSink extends BatchingLogSink {
+  constructor(options: ClickHouseLogSinkOptions) {
+    const writer = new ClickHouseLogWriter(options.url, logDatabaseOf(options.database), options.requestTimeoutMs ?? 30_000, options.logger ?? null)
+    const journal = new FileJournal({ directory: options.journalDirectory, maxBytes: options.journalMaxBytes ?? DEFAULT_JOURNAL_MAX_BYTES })
+    super(writer, journal, options)
   }
 }

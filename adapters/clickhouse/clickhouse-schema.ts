@@ -8,6 +8,9 @@
  *   filters on the tenant and a time range, reads only its own granules. Key columns cannot be
  *   Nullable: a missing organisation or workspace is `''`. `created_at` (seconds) serves
  *   partitioning and bucketing; `created_at_ms` keeps the exact epoch milliseconds.
+ * - On servers that have it (20.x and later), `request_logs` keeps `non_replicated_deduplication_window`
+ *   inserted blocks, so a repeated insert of a batch (same rows, or the same
+ *   `insert_deduplication_token` on 22.x and later) is dropped by the server; see clickhouse-log-sink.ts.
  * - `feedback`: ReplacingMergeTree on `updated_at_ms`: an update inserts a new version of the row
  *   and merges keep the latest; readers must still pick the latest themselves (`argMax`), because
  *   merges happen eventually.
@@ -72,12 +75,24 @@ export const CLICKHOUSE_FEEDBACK_COLUMNS = [
 const columnList = (columns: ReadonlyArray<readonly [string, string]>): string =>
   columns.map(([name, type]) => `${name} ${type}`).join(',\n  ')
 
-/** `database` is validated by the caller (`[A-Za-z_][A-Za-z0-9_]*`). */
-export const clickHouseRequestLogDdl = (database: string): string => `CREATE TABLE IF NOT EXISTS ${database}.${CLICKHOUSE_REQUEST_LOG_TABLE} (
+/**
+ * Inserted blocks a plain MergeTree remembers to drop a repeated insert (servers that have the
+ * setting, 20.x and later; 18.16 has none). Writers of all gateways count together, so this covers
+ * a retry up to about a thousand inserts later; replays older than that rely on the id check.
+ */
+export const CLICKHOUSE_DEDUPLICATION_WINDOW = 1000
+
+/**
+ * `database` is validated by the caller (`[A-Za-z_][A-Za-z0-9_]*`). `deduplicationWindow`: only on
+ * servers that know `non_replicated_deduplication_window` (18.16 refuses an unknown setting).
+ */
+export const clickHouseRequestLogDdl = (database: string, deduplicationWindow = false): string => `CREATE TABLE IF NOT EXISTS ${database}.${CLICKHOUSE_REQUEST_LOG_TABLE} (
   ${columnList(CLICKHOUSE_REQUEST_LOG_COLUMNS)}
 ) ENGINE = MergeTree
 PARTITION BY toYYYYMM(created_at)
-ORDER BY (organisation_id, workspace_id, created_at, id)`
+ORDER BY (organisation_id, workspace_id, created_at, id)${
+  deduplicationWindow ? `\nSETTINGS non_replicated_deduplication_window = ${CLICKHOUSE_DEDUPLICATION_WINDOW}` : ''
+}`
 
 export const clickHouseFeedbackDdl = (database: string): string => `CREATE TABLE IF NOT EXISTS ${database}.${CLICKHOUSE_FEEDBACK_TABLE} (
   ${columnList(CLICKHOUSE_FEEDBACK_COLUMNS)}

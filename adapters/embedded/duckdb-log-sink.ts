@@ -1,14 +1,15 @@
 /**
  * `LogSink` on the embedded DuckDB file (tables `request_logs` and `feedback`, see
  * duckdb-schema.ts). Queueing, batching, the journal and exactly-once replays are the shared
- * `LogBatcher` (adapters/log-sink/log-batcher.ts); this file is the DuckDB side of it.
+ * `BatchingLogSink` (adapters/log-sink/batching-log-sink.ts); this file is the DuckDB writer it is
+ * given.
  *
- * - Each batch is one statement: written as a newline-delimited JSON file and loaded by DuckDB with
- *   `read_json`, vectorised and off the event loop (about 5 µs of CPU per row, measured).
- *   Appending value by value (about 20 native calls per row) stalled the event loop for
- *   milliseconds per batch, and one big JSON parameter unpacked with `from_json` cost about 19 µs
- *   per row. A statement is all or nothing, so a failed batch left nothing behind; replays still
- *   check which ids are stored, as the ClickHouse sink must.
+ * - Each batch is one statement: the lines the sink serialised (a slice at a time) are written to
+ *   a newline-delimited JSON file and loaded by DuckDB with `read_json`, vectorised and off the
+ *   event loop (about 5 µs of CPU per row, measured). Appending value by value (about 20 native
+ *   calls per row) stalled the event loop for milliseconds per batch, and one big JSON parameter
+ *   unpacked with `from_json` cost about 19 µs per row. A statement is all or nothing, so a failed
+ *   batch left nothing behind; replays still check which ids are stored, as the ClickHouse sink must.
  * - The journal lives beside the database file (`<dir>/log-journal/duckdb/`) unless configured.
  * - `start()` creates the tables and upgrades a table written by an older version
  *   (duckdb-log-migration.ts); it fails when that fails (a local file has no reason to be away).
@@ -17,10 +18,11 @@ import { randomUUID } from 'node:crypto'
 import { rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
-import type { FeedbackRecord, HealthStatus, LogRecord, LogSink, LogSinkStats } from '../../core/ports.js'
+import type { FeedbackRecord, LogRecord } from '../../core/ports.js'
+import { BatchingLogSink, type LogBatchingOptions, type LogStoreWriter } from '../log-sink/batching-log-sink.js'
 import { FileJournal } from '../log-sink/file-journal.js'
-import { LogBatcher, type LogBatchingOptions, type LogStoreWriter } from '../log-sink/log-batcher.js'
-import { feedbackVersionKey, metadataFromLists, metadataLists, serialiseInSlices } from '../log-sink/log-records.js'
+import { feedbackVersionKey, metadataFromLists, metadataLists } from '../log-sink/log-records.js'
+import type { EncodedLines } from '../log-sink/slices.js'
 import type { DuckDbDatabase, DuckDbSession, SqlParam, SqlRow } from './duckdb-database.js'
 import { migrateLogTables } from './duckdb-log-migration.js'
 import { FEEDBACK_COLUMNS, FEEDBACK_TABLE, REQUEST_LOG_COLUMNS, REQUEST_LOG_TABLE } from './duckdb-schema.js'
@@ -172,27 +174,49 @@ function feedbackParams(record: FeedbackRecord): SqlParam[] {
   ]
 }
 
-/** The DuckDB side of the batcher, over the sink's own session. */
-class DuckDbLogStore implements LogStoreWriter {
-  readonly #session: () => DuckDbSession
+/** The DuckDB writer of the shared sink, over the sink's own session. Exported for tests; use `DuckDbLogSink`. */
+export class DuckDbLogWriter implements LogStoreWriter {
+  readonly name = 'duckdb'
+  readonly label = 'DuckDB'
+  readonly #database: DuckDbDatabase
   readonly #stagingDirectory: string
+  #session: DuckDbSession | null = null
   #batchNumber = 0
 
-  constructor(session: () => DuckDbSession, stagingDirectory: string) {
-    this.#session = session
+  constructor(database: DuckDbDatabase, stagingDirectory: string) {
+    this.#database = database
     this.#stagingDirectory = stagingDirectory
   }
 
-  async prepare(): Promise<void> {
-    await this.#session().transaction((tx) => migrateLogTables(tx))
+  get opened(): boolean {
+    return this.#session !== null && !this.#session.closed
   }
 
-  async insertLogs(records: readonly LogRecord[]): Promise<void> {
-    const session = this.#session()
+  async open(): Promise<boolean> {
+    this.#session = await this.#database.openPreparedSession((session) => session.transaction((tx) => migrateLogTables(tx)))
+    return true
+  }
+
+  async close(): Promise<void> {
+    const session = this.#session
+    this.#session = null
+    await session?.close()
+  }
+
+  async prepare(): Promise<void> {
+    await this.session().transaction((tx) => migrateLogTables(tx))
+  }
+
+  logLine(record: LogRecord): string {
+    return toJsonLine(record)
+  }
+
+  async insertLogs(_records: readonly LogRecord[], body: EncodedLines): Promise<void> {
+    const session = this.session()
     const file = join(this.#stagingDirectory, `.request-logs-${process.pid}-${++this.#batchNumber}.jsonl`)
     try {
       // The batch holds request bodies: private to the owner, also when it stages in tmpdir().
-      await writeFile(file, await serialiseInSlices(records, toJsonLine), { mode: 0o600 })
+      await writeFile(file, body.chunks, { mode: 0o600 })
       await session.run(insertBatchSql(file))
     } finally {
       await rm(file, { force: true })
@@ -207,7 +231,7 @@ class DuckDbLogStore implements LogStoreWriter {
       if (record.createdAt < from) from = record.createdAt
       if (record.createdAt > to) to = record.createdAt
     }
-    const rows = await this.#session().query(
+    const rows = await this.session().query(
       `SELECT id FROM ${REQUEST_LOG_TABLE}
        WHERE created_at BETWEEN make_timestamp($1::BIGINT) AND make_timestamp($2::BIGINT) AND id IN (SELECT unnest($3::VARCHAR[]))`,
       [from * 1000, to * 1000, records.map((record) => record.id)],
@@ -221,7 +245,7 @@ class DuckDbLogStore implements LogStoreWriter {
     const tuples = records.map(
       (_, row) => `(${FEEDBACK_COLUMN_NAMES.map((__, column) => `$${row * width + column + 1}`).join(', ')})`,
     )
-    await this.#session().run(
+    await this.session().run(
       `INSERT INTO ${FEEDBACK_TABLE} (${FEEDBACK_COLUMN_NAMES.join(', ')}) VALUES ${tuples.join(', ')}`,
       records.flatMap(feedbackParams),
     )
@@ -229,84 +253,55 @@ class DuckDbLogStore implements LogStoreWriter {
 
   async existingFeedback(records: readonly FeedbackRecord[]): Promise<ReadonlySet<string>> {
     if (records.length === 0) return new Set()
-    const rows = await this.#session().query(
+    const rows = await this.session().query(
       `SELECT id, epoch_ms(updated_at) AS updated_at_ms FROM ${FEEDBACK_TABLE} WHERE id IN (SELECT unnest($1::VARCHAR[]))`,
       [records.map((record) => record.id)],
     )
     return new Set(rows.map((row) => feedbackVersionKey(String(row.id), Number(row.updated_at_ms))))
   }
+
+  /** The open session; throws before `open()` and after `close()`. */
+  session(): DuckDbSession {
+    if (this.#session === null) throw new Error('DuckDB log sink is not started')
+    return this.#session
+  }
 }
 
-export class DuckDbLogSink implements LogSink {
-  readonly #database: DuckDbDatabase
-  readonly #batcher: LogBatcher
+export class DuckDbLogSink extends BatchingLogSink {
+  readonly #writer: DuckDbLogWriter
   /** A journal directory made up for an in-memory database: nothing can replay it later, so `close()` removes it. */
   readonly #throwawayJournal: string | null
-  #session: DuckDbSession | null = null
 
   constructor(database: DuckDbDatabase, options: DuckDbLogSinkOptions = {}) {
-    this.#database = database
     const inMemory = database.path === ':memory:'
     const stagingDirectory = options.stagingDirectory ?? (inMemory ? tmpdir() : dirname(database.path))
-    this.#throwawayJournal = options.journalDirectory === undefined && inMemory ? join(tmpdir(), `gw-log-journal-${process.pid}-${randomUUID()}`) : null
-    const journalDirectory = options.journalDirectory ?? this.#throwawayJournal ?? join(dirname(database.path), 'log-journal', 'duckdb')
+    const throwawayJournal = options.journalDirectory === undefined && inMemory ? join(tmpdir(), `gw-log-journal-${process.pid}-${randomUUID()}`) : null
+    const journalDirectory = options.journalDirectory ?? throwawayJournal ?? join(dirname(database.path), 'log-journal', 'duckdb')
     const journal = new FileJournal({ directory: journalDirectory, maxBytes: options.journalMaxBytes ?? DEFAULT_JOURNAL_MAX_BYTES })
-    this.#batcher = new LogBatcher('duckdb', new DuckDbLogStore(() => this.#open(), stagingDirectory), journal, options)
-  }
-
-  async start(): Promise<void> {
-    if (this.#session !== null && !this.#session.closed) return
-    this.#session = await this.#database.openPreparedSession((session) => session.transaction((tx) => migrateLogTables(tx)))
-    await this.#batcher.start(true)
-  }
-
-  enqueue(record: LogRecord): void {
-    this.#batcher.enqueue(record)
-  }
-
-  recordFeedback(records: readonly FeedbackRecord[]): Promise<void> {
-    return this.#batcher.recordFeedback(records)
-  }
-
-  flush(): Promise<void> {
-    return this.#batcher.flush()
-  }
-
-  stats(): LogSinkStats {
-    return this.#batcher.stats()
-  }
-
-  async health(): Promise<HealthStatus> {
-    if (this.#session === null) return { ok: false, detail: 'request log sink is not started' }
-    return this.#batcher.health('DuckDB')
+    const writer = new DuckDbLogWriter(database, stagingDirectory)
+    super(writer, journal, options)
+    this.#writer = writer
+    this.#throwawayJournal = throwawayJournal
   }
 
   /** Flushes (what cannot be written stays journaled for the next start) and releases the session. */
-  async close(): Promise<void> {
+  override async close(): Promise<void> {
     try {
-      await this.#batcher.close()
+      await super.close()
     } finally {
-      const session = this.#session
-      this.#session = null
-      await session?.close()
       if (this.#throwawayJournal !== null) await rm(this.#throwawayJournal, { recursive: true, force: true })
     }
   }
 
   /** Rows in `request_logs` (written records only). For tests, not part of the port. */
   async count(): Promise<number> {
-    const rows = await this.#open().query(`SELECT count(*) AS n FROM ${REQUEST_LOG_TABLE}`)
+    const rows = await this.#writer.session().query(`SELECT count(*) AS n FROM ${REQUEST_LOG_TABLE}`)
     return Number(rows[0]?.n ?? 0)
   }
 
   /** One written record by request id, or `null`. For tests, not part of the port. */
   async findById(id: string): Promise<LogRecord | null> {
-    const rows = await this.#open().query(`SELECT ${SELECT_COLUMNS} FROM ${REQUEST_LOG_TABLE} WHERE id = $1 LIMIT 1`, [id])
+    const rows = await this.#writer.session().query(`SELECT ${SELECT_COLUMNS} FROM ${REQUEST_LOG_TABLE} WHERE id = $1 LIMIT 1`, [id])
     return rows[0] === undefined ? null : fromRow(rows[0])
-  }
-
-  #open(): DuckDbSession {
-    if (this.#session === null) throw new Error('DuckDB log sink is not started')
-    return this.#session
   }
 }

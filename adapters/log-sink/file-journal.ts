@@ -4,6 +4,7 @@
  *
  * - One file per batch, `<seq>-<kind>-<count>.jsonl` (one JSON value per line), so the journal's
  *   record count and order are known from a directory listing, without reading the files.
+ * - Batches are serialised and parsed a slice at a time (slices.ts), never in one event-loop turn.
  * - `append` writes a temporary file, fsyncs it, renames it into place and fsyncs the directory:
  *   after it resolves the batch survives a crash or power loss, and a batch is never seen half
  *   written (a stray temporary file from a crash is removed at `open`).
@@ -17,6 +18,7 @@
 import { constants } from 'node:fs'
 import { copyFile, link, mkdir, open, readdir, readFile, rename, rm, stat } from 'node:fs/promises'
 import { join } from 'node:path'
+import { decodeLines, encodeLines } from './slices.js'
 
 /** What a journaled batch holds. */
 export type JournalKind = 'logs' | 'feedback'
@@ -134,20 +136,21 @@ export class FileJournal {
   async append(kind: JournalKind, items: readonly unknown[]): Promise<boolean> {
     if (!this.#opened) throw new Error('FileJournal is not open')
     if (items.length === 0) return true
-    let text = ''
-    for (const item of items) text += `${JSON.stringify(item)}\n`
-    const bytes = Buffer.byteLength(text)
-    if (this.#bytes + bytes > this.#maxBytes) return false
-    // Reserved before the first await, so concurrent appends cannot overshoot the bound together.
-    this.#bytes += bytes
+    // Taken at the call, so batches replay in the order they were handed over (a refused batch leaves a gap).
     const seq = this.#nextSeq++
+    const { chunks, bytes } = await encodeLines(items, (item) => JSON.stringify(item))
+    if (this.#bytes + bytes > this.#maxBytes) return false
+    // Reserved before the next await, so concurrent appends cannot overshoot the bound together.
+    this.#bytes += bytes
     const file = entryName(seq, kind, items.length)
     const path = join(this.directory, file)
     const temporary = `${path}${TEMPORARY_SUFFIX}`
     try {
       const handle = await open(temporary, 'w', 0o600)
       try {
-        await handle.writeFile(text)
+        // One request for every slice (libuv loops over partial writes and IOV_MAX itself).
+        const { bytesWritten } = await handle.writev(chunks as Buffer[])
+        if (bytesWritten !== bytes) throw new Error(`journal write of ${file} stopped after ${bytesWritten} of ${bytes} bytes`)
         await handle.sync()
       } finally {
         await handle.close()
@@ -168,11 +171,12 @@ export class FileJournal {
     return true
   }
 
-  /** The batch's items, in the order they were appended. Rejects when the file is unreadable or not valid JSON lines. */
+  /**
+   * The batch's items, in the order they were appended, parsed a slice at a time. Rejects when the
+   * file is unreadable or not valid JSON lines.
+   */
   async read(entry: JournalEntry): Promise<unknown[]> {
-    const text = await readFile(join(this.directory, entry.file), 'utf8')
-    const items: unknown[] = []
-    for (const line of text.split('\n')) if (line.length > 0) items.push(JSON.parse(line))
+    const items = await decodeLines(await readFile(join(this.directory, entry.file)), (line): unknown => JSON.parse(line))
     if (items.length !== entry.count) throw new Error(`journal file ${entry.file} holds ${items.length} records, its name says ${entry.count}`)
     return items
   }

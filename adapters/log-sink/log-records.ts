@@ -138,19 +138,3 @@ export function metadataFromLists(keys: readonly unknown[], values: readonly unk
   for (let index = 0; index < keys.length; index += 1) metadata[String(keys[index])] = String(values[index] ?? '')
   return metadata
 }
-
-/** Records serialised between event-loop turns, so one large batch never stalls the requests. */
-const RECORDS_PER_SLICE = 200
-
-/** The records as text, one `line(record)` per line, built a slice at a time with a yield between slices. */
-export async function serialiseInSlices<T>(records: readonly T[], line: (record: T) => string): Promise<string> {
-  const parts: string[] = []
-  for (let start = 0; start < records.length; start += RECORDS_PER_SLICE) {
-    if (start > 0) await new Promise<void>((resolve) => setImmediate(resolve))
-    let text = ''
-    const end = Math.min(records.length, start + RECORDS_PER_SLICE)
-    for (let index = start; index < end; index++) text += `${line(records[index] as T)}\n`
-    parts.push(text)
-  }
-  return parts.join('')
-}

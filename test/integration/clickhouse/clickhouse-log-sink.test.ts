@@ -9,8 +9,12 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createClient, type ClickHouseClient } from '@clickhouse/client'
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it, vi } from 'vitest'
-import { ClickHouseLogSink, type ClickHouseLogSinkOptions } from '../../../adapters/clickhouse/clickhouse-log-sink.js'
+import { prepareClickHouseLogTables } from '../../../adapters/clickhouse/clickhouse-connection.js'
+import { ClickHouseLogSink, ClickHouseLogWriter, batchKey, type ClickHouseLogSinkOptions } from '../../../adapters/clickhouse/clickhouse-log-sink.js'
+import { clickHouseRequestLogDdl } from '../../../adapters/clickhouse/clickhouse-schema.js'
+import { RECORDS_PER_SLICE } from '../../../adapters/log-sink/slices.js'
 import { LogStoreUnavailableError, type LogRecord, type Logger } from '../../../core/ports.js'
+import { countTurns, type TurnCounter } from '../../helpers/event-loop-turns.js'
 import { feedbackRecord, fullLogRecord, logRecord } from '../../helpers/log-records.js'
 import { startFaultProxy, type FaultProxy } from '../../helpers/tcp-fault-proxy.js'
 
@@ -275,6 +279,91 @@ describe('ClickHouseLogSink batching', () => {
       expect(counting.inserts).toBeLessThanOrEqual(Math.ceil(2_000 / 250) + 4)
     } finally {
       await counting.close()
+    }
+  })
+})
+
+describe('ClickHouseLogSink when an insert outlives its request', () => {
+  it('stores each record once when an insert that timed out commits after the replay began', async () => {
+    const database = freshDatabase()
+    // request_logs as the sink makes it, plus a column computed on insert that sleeps 3 s (18.16's
+    // longest sleep) before the rows are written: the sink gives up after 0.5 s, and ClickHouse
+    // keeps going and commits them later, as an overloaded server does.
+    await clickhouse.command({ query: `CREATE DATABASE ${database}` })
+    await clickhouse.command({ query: clickHouseRequestLogDdl(database).replace(/\n\) ENGINE/, ',\n  slow_insert UInt8 MATERIALIZED sleep(3)\n) ENGINE') })
+    const sink = sinkFor({ database, journalDirectory: await freshJournal(), requestTimeoutMs: 500 })
+    await sink.start()
+    const records = Array.from({ length: 300 }, () => logRecord({ organisationId: 'org-slow' }))
+    for (const record of records) sink.enqueue(record)
+    await expect(sink.flush()).rejects.toThrow(LogStoreUnavailableError)
+    expect(sink.stats()).toMatchObject({ queued: 0, journaled: 300 })
+    const running = async (): Promise<string[]> =>
+      (await rows<{ query_id: string }>(`SELECT query_id FROM system.processes WHERE query_id LIKE 'gw-log-%'`)).map((row) => row.query_id)
+    expect(await running()).toEqual([expect.stringMatching(new RegExp(`^gw-log-${batchKey(records)}-`))])
+
+    // The replay must not look for the rows while that insert can still commit them.
+    await expect(sink.flush()).rejects.toThrow(/still running/)
+    expect(sink.stats()).toMatchObject({ journaled: 300, written: 0 })
+
+    await vi.waitFor(async () => expect(await running()).toEqual([]), { timeout: 15_000, interval: 100 })
+    await sink.flush()
+    expect(sink.stats()).toMatchObject({ queued: 0, journaled: 0, written: 300, dropped: 0 })
+    expect(await tally(database)).toEqual({ rows: 300, ids: 300 })
+    await expectEachOnce(database, records)
+  })
+
+  it('finds that ClickHouse 18.16 takes no deduplication token, and leaves its table as 18.16 wants it', async () => {
+    const database = freshDatabase()
+    const features = await prepareClickHouseLogTables(clickhouse, database)
+    expect(features).toEqual({ insertTokens: false })
+    const [table] = await rows<{ engine_full: string }>(`SELECT engine_full FROM system.tables WHERE database = '${database}' AND name = 'request_logs'`)
+    expect(table?.engine_full).not.toContain('non_replicated_deduplication_window')
+    // Where the server has the setting, new tables keep a deduplication window.
+    expect(clickHouseRequestLogDdl(database, true)).toMatch(/\nSETTINGS non_replicated_deduplication_window = 1000$/)
+    expect(clickHouseRequestLogDdl(database)).not.toContain('SETTINGS')
+  })
+
+  it('names every insert after its batch, the same for every attempt', () => {
+    const batch = Array.from({ length: 3 }, () => logRecord())
+    expect(batchKey(batch)).toMatch(/^[0-9a-f]{32}$/)
+    expect(batchKey(batch.map((record) => ({ ...record })))).toBe(batchKey(batch))
+    expect(batchKey(batch.slice(0, 2))).not.toBe(batchKey(batch))
+    expect(batchKey([...batch].reverse())).not.toBe(batchKey(batch))
+  })
+})
+
+/** A record whose `id` marks the turn it is read in: the sink's check reads it once per record. */
+function watchedRecord(turns: TurnCounter): LogRecord {
+  const record = logRecord()
+  const id = record.id
+  Object.defineProperty(record, 'id', { enumerable: true, get: () => (turns.mark(), id) })
+  return record
+}
+
+describe('ClickHouseLogSink and the event loop', () => {
+  it('checks and serialises a 10 000-record batch a slice at a time, never in one turn', async () => {
+    const database = freshDatabase()
+    const sink = sinkFor({ database, journalDirectory: await freshJournal() })
+    await sink.start()
+    const checks = countTurns()
+    const lines = countTurns()
+    const logLine = ClickHouseLogWriter.prototype.logLine
+    const spy = vi.spyOn(ClickHouseLogWriter.prototype, 'logLine').mockImplementation(function (this: ClickHouseLogWriter, record: LogRecord) {
+      lines.mark()
+      return logLine.call(this, record)
+    })
+    try {
+      for (let index = 0; index < 10_000; index += 1) sink.enqueue(watchedRecord(checks))
+      await sink.flush()
+      expect(await tally(database)).toEqual({ rows: 10_000, ids: 10_000 })
+      expect(checks.marks).toBe(10_000)
+      expect(checks.mostInOneTurn).toBeLessThanOrEqual(RECORDS_PER_SLICE)
+      expect(lines.marks).toBe(10_000)
+      expect(lines.mostInOneTurn).toBeLessThanOrEqual(RECORDS_PER_SLICE)
+    } finally {
+      spy.mockRestore()
+      checks.stop()
+      lines.stop()
     }
   })
 })

@@ -1,8 +1,10 @@
-import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
+import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterAll, describe, expect, it } from 'vitest'
+import { afterAll, describe, expect, it, vi } from 'vitest'
 import { FileJournal } from '../../../adapters/log-sink/file-journal.js'
+import { RECORDS_PER_SLICE } from '../../../adapters/log-sink/slices.js'
+import { countTurns } from '../../helpers/event-loop-turns.js'
 
 const directories: string[] = []
 
@@ -120,5 +122,41 @@ describe('FileJournal quarantine', () => {
     expect(await journal.quarantine(entry)).toBeNull()
     expect(journal.length).toBe(0)
     expect(await readdir(directory)).toEqual([])
+  })
+})
+
+describe('FileJournal and the event loop', () => {
+  it('serialises and parses a 10 000-record batch a slice at a time, never in one turn', async () => {
+    const directory = await freshDirectory()
+    const journal = new FileJournal({ directory, maxBytes: 100_000_000 })
+    await journal.open()
+    const turns = countTurns()
+    try {
+      // JSON.stringify calls toJSON once per item: each call marks the turn it runs in.
+      const items = Array.from({ length: 10_000 }, (_, index) => ({ toJSON: () => (turns.mark(), { index, body: 'b'.repeat(200) }) }))
+      expect(await journal.append('logs', items)).toBe(true)
+      expect(turns.marks).toBe(10_000)
+      expect(turns.mostInOneTurn).toBeLessThanOrEqual(RECORDS_PER_SLICE)
+    } finally {
+      turns.stop()
+    }
+    const entry = journal.oldest()!
+    expect(entry.bytes).toBe((await stat(join(directory, entry.file))).size)
+
+    const parsing = countTurns()
+    const parse = JSON.parse
+    const spy = vi.spyOn(JSON, 'parse').mockImplementation((text: string, reviver?: (key: string, value: unknown) => unknown) => {
+      parsing.mark()
+      return parse(text, reviver)
+    })
+    try {
+      const read = (await journal.read(entry)) as { index: number }[]
+      expect(read.map((item) => item.index)).toEqual(Array.from({ length: 10_000 }, (_, index) => index))
+      expect(parsing.marks).toBe(10_000)
+      expect(parsing.mostInOneTurn).toBeLessThanOrEqual(RECORDS_PER_SLICE)
+    } finally {
+      spy.mockRestore()
+      parsing.stop()
+    }
   })
 })

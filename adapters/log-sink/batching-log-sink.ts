@@ -1,38 +1,69 @@
 /**
- * The write path both log sinks share (ClickHouse and the embedded DuckDB file): a bounded
- * in-memory queue, batched writes, a durable journal while the store is unreachable, and
- * replays without duplicates. The sinks supply a `LogStoreWriter` for their store.
+ * The `LogSink` both request-log stores share (ClickHouse and the embedded DuckDB file): a bounded
+ * in-memory queue, batched writes, a durable journal while the store is unreachable, and replays
+ * without duplicates. A store only supplies a `LogStoreWriter`: its connection, one record as a
+ * line of its bulk format, and the inserts and lookups.
  *
  * - `enqueue` is O(1) and never throws: records go to a ring. When it holds `maxQueue` records its
  *   oldest batch moves to the journal (so a store that hangs, rather than refuses, cannot make the
  *   queue drop records while a write waits for its timeout); only a record the journal cannot take
  *   is dropped and counted. One writer at a time takes up to `batchSize` records from the head; it
  *   starts every `flushIntervalMs` (unref'd timer) and as soon as a batch fills.
+ * - Per-record work on a batch (checks, serialising for the store or the journal, parsing a
+ *   journaled batch) runs a slice at a time between event-loop turns (slices.ts): a 10 000-record
+ *   batch never stalls requests for more than one slice. `enqueue` itself only moves references.
  * - A failed write appends its batch to the journal (fsync'd) and marks the store down. While it
  *   is down, full batches go straight to the journal without contacting the store, and the store
  *   is retried once per tick (and by `flush()`), so a dead store costs one attempt per interval,
  *   memory stays bounded, and nothing waits in memory longer than one interval.
  * - When the store answers again, the journal is replayed oldest first, then the queue is written.
  *   A journaled batch may already be stored (a write can fail after the store committed it, e.g.
- *   a timeout), so before a replay the writer asks the store which of the batch's ids it holds and
- *   sends only the others: each record is stored once. The journal survives a restart and is
- *   replayed at the next start.
+ *   a timeout), so a replay first lets the writer make sure no earlier attempt at the batch is
+ *   still running, then asks which of the batch's ids the store holds and sends only the others:
+ *   each record is stored once. The journal survives a restart and is replayed at the next start.
  * - Losses are counted in `stats().dropped` and warned about at most once per interval: queue
  *   overflow, records that cannot be represented, batches the journal cannot take (full or
  *   failing disk), unreadable journal files, records enqueued after `close()`.
  * - `close()` stops the timer and flushes; what the store does not take then stays journaled.
  */
-import { LogStoreUnavailableError, type FeedbackRecord, type HealthStatus, type LogRecord, type LogSinkStats, type Logger } from '../../core/ports.js'
+import { LogStoreUnavailableError, type FeedbackRecord, type HealthStatus, type LogRecord, type LogSink, type LogSinkStats, type Logger } from '../../core/ports.js'
 import type { FileJournal, JournalEntry } from './file-journal.js'
 import { checkFeedbackRecord, checkLogRecord, feedbackVersionKey } from './log-records.js'
 import { RingQueue } from './ring-queue.js'
+import { encodeLines, mapInSlices, nextTurn, type EncodedLines } from './slices.js'
 
-/** What a sink's store must offer the batcher. Every method rejects when the store is unreachable. */
+/** What a store gives the sink. Every method that talks to the store rejects when it is unreachable. */
 export interface LogStoreWriter {
+  /** The store in error messages and logs, e.g. `clickhouse`. */
+  readonly name: string
+  /** The store in health details, e.g. `ClickHouse`. */
+  readonly label: string
+  /** Whether the connection is open (between `open()` and `close()`). */
+  readonly opened: boolean
+  /**
+   * Opens the connection and prepares the store. Resolves whether it is prepared: `false` when the
+   * store is unreachable and the sink should start anyway (journaling until it answers); rejects
+   * when the sink cannot start at all.
+   */
+  open(): Promise<boolean>
+  /** Closes the connection, after the sink's last flush. */
+  close(): Promise<void>
   /** Creates what writes need (database, tables, migrations); idempotent. Run again after a failed write. */
   prepare(): Promise<void>
-  /** Stores checked records, all or nothing where the store allows it. */
-  insertLogs(records: readonly LogRecord[]): Promise<void>
+  /** One checked record as one line (no `\n`) of the store's bulk insert format. Must not throw. */
+  logLine(record: LogRecord): string
+  /**
+   * Stores checked records, all or nothing where the store allows it. `body` is their lines
+   * (`logLine`). `batch` is the batch they belong to: the same array on a first attempt; on a
+   * replay the whole journaled batch, of which `records` are the ones the store lacks.
+   */
+  insertLogs(records: readonly LogRecord[], body: EncodedLines, batch: readonly LogRecord[]): Promise<void>
+  /**
+   * Before a replay of `batch`: rejects while an earlier attempt at it may still be writing (its
+   * rows could then land after the replay looked for them). Optional: a store whose writes cannot
+   * outlive their caller has nothing to wait for.
+   */
+  settleEarlierAttempts?(batch: readonly LogRecord[]): Promise<void>
   /** Which of these records' ids are already stored (the query is bounded by their tenants and time range). */
   existingLogIds(records: readonly LogRecord[]): Promise<ReadonlySet<string>>
   insertFeedback(records: readonly FeedbackRecord[]): Promise<void>
@@ -61,8 +92,7 @@ function asError(error: unknown): Error {
   return error instanceof Error ? error : new Error(String(error))
 }
 
-export class LogBatcher {
-  readonly #name: string
+export class BatchingLogSink implements LogSink {
   readonly #store: LogStoreWriter
   readonly #journal: FileJournal
   readonly #batchSize: number
@@ -70,6 +100,7 @@ export class LogBatcher {
   readonly #maxQueue: number
   readonly #logger: Logger | null
   readonly #queue = new RingQueue<LogRecord>(1024)
+  readonly #line: (record: LogRecord) => string
   #timer: NodeJS.Timeout | null = null
   #started = false
   #closed = false
@@ -95,22 +126,24 @@ export class LogBatcher {
   #lastFailure = ''
   #warnedAfterClose = false
 
-  constructor(name: string, store: LogStoreWriter, journal: FileJournal, options: LogBatchingOptions = {}) {
-    this.#name = name
+  constructor(store: LogStoreWriter, journal: FileJournal, options: LogBatchingOptions = {}) {
     this.#store = store
     this.#journal = journal
     this.#batchSize = positiveInteger(options.batchSize, 10_000, 'batchSize')
     this.#flushIntervalMs = positiveInteger(options.flushIntervalMs, 1000, 'flushIntervalMs')
     this.#maxQueue = positiveInteger(options.maxQueue, 100_000, 'maxQueue')
     this.#logger = options.logger ?? null
+    this.#line = (record) => store.logLine(record)
   }
 
   /**
-   * Opens the journal and starts the timer. `prepared` says whether the store was made ready
-   * (`prepare()` succeeded); if not, the first write prepares it. Replays a journal left by an
-   * earlier run.
+   * Opens the store (when it is unreachable and its writer allows, the sink starts anyway and
+   * prepares it on the first write that gets through), opens the journal and starts the timer.
+   * Replays a journal left by an earlier run. Idempotent while started.
    */
-  async start(prepared: boolean): Promise<void> {
+  async start(): Promise<void> {
+    if (this.#store.opened) return
+    const prepared = await this.#store.open()
     await this.#journal.open()
     this.#prepared = prepared
     this.#down = !prepared
@@ -125,11 +158,6 @@ export class LogBatcher {
     }
     if (this.#journal.length > 0 || this.#queue.length > 0) void this.#drain()
   }
-
-  get started(): boolean {
-    return this.#started && !this.#closed
-  }
-
 
   enqueue(record: LogRecord): void {
     try {
@@ -164,7 +192,7 @@ export class LogBatcher {
       failure = await this.#drain()
       // The second condition only guards against a counting slip turning into a busy loop.
     } while (this.#settled < target && (this.#queue.length > 0 || this.#draining !== null || this.#overflows.size > 0))
-    if (failure !== null) throw new LogStoreUnavailableError(this.#name, failure)
+    if (failure !== null) throw new LogStoreUnavailableError(this.#store.name, failure)
   }
 
   /**
@@ -183,30 +211,40 @@ export class LogBatcher {
       this.#noteFailure(asError(error))
     }
     if (!(await this.#journal.append('feedback', checked))) {
-      throw new LogStoreUnavailableError(this.#name, new Error(`unreachable, and the log journal is full (${this.#journal.directory})`))
+      throw new LogStoreUnavailableError(this.#store.name, new Error(`unreachable, and the log journal is full (${this.#journal.directory})`))
     }
     this.#journaledSinceWarning += checked.length
   }
 
   /**
-   * The sink's health once its store connection is open: ok while writing works, and still ok (with
-   * what is happening) while the store is down, because replies never depend on it and records are
-   * journaled meanwhile; not ok before `start()`.
+   * Ok while writing works, and still ok (with what is happening) while the store is down, because
+   * replies never depend on it and records are journaled meanwhile; not ok before `start()` and
+   * after `close()`.
    */
-  health(storeName: string): HealthStatus {
-    if (!this.started) return { ok: false, detail: 'request log sink is not started' }
+  async health(): Promise<HealthStatus> {
+    if (!this.#started || this.#closed) return { ok: false, detail: 'request log sink is not started' }
     if (!this.#down) return { ok: true }
     const { queued, journaled } = this.stats()
-    return { ok: true, detail: `${storeName} log writes are failing; ${queued} records queued, ${journaled} journaled (replayed when the store is back)` }
+    return {
+      ok: true,
+      detail: `${this.#store.label} log writes are failing; ${queued} records queued, ${journaled} journaled (replayed when the store is back)`,
+    }
   }
 
   stats(): LogSinkStats {
     return { queued: this.#queue.length + this.#inFlight, written: this.#written, dropped: this.#dropped, journaled: this.#journal.records }
   }
 
-  /** Stops the timer and flushes; what the store does not take stays journaled for the next start. */
+  /** Stops the timer, flushes (what the store does not take stays journaled for the next start) and closes the store. */
   async close(): Promise<void> {
-    if (this.#closed) return
+    try {
+      if (!this.#closed) await this.#stop()
+    } finally {
+      await this.#store.close()
+    }
+  }
+
+  async #stop(): Promise<void> {
     this.#closed = true
     if (this.#timer !== null) clearInterval(this.#timer)
     this.#timer = null
@@ -216,7 +254,7 @@ export class LogBatcher {
       this.#log(
         'warn',
         { journaled: this.#journal.records, directory: this.#journal.directory, error: asError(error).message },
-        `request log store (${this.#name}) unreachable at shutdown: journaled records are replayed at the next start`,
+        `request log store (${this.#store.name}) unreachable at shutdown: journaled records are replayed at the next start`,
       )
     } finally {
       this.#reportWarnings()
@@ -273,7 +311,7 @@ export class LogBatcher {
       let logs: LogRecord[] | null = null
       let feedback: FeedbackRecord[] | null = null
       try {
-        if (entry.kind === 'logs') logs = items.map((item) => checkLogRecord(item as LogRecord))
+        if (entry.kind === 'logs') logs = await mapInSlices(items as LogRecord[], checkLogRecord)
         else feedback = items.map((item) => checkFeedbackRecord(item as FeedbackRecord))
       } catch (error) {
         await this.#quarantine(entry, asError(error))
@@ -282,9 +320,10 @@ export class LogBatcher {
       try {
         await this.#ensurePrepared()
         if (logs !== null) {
+          await this.#store.settleEarlierAttempts?.(logs)
           const stored = await this.#store.existingLogIds(logs)
           const missing = stored.size === 0 ? logs : logs.filter((record) => !stored.has(record.id))
-          if (missing.length > 0) await this.#store.insertLogs(missing)
+          if (missing.length > 0) await this.#store.insertLogs(missing, await encodeLines(missing, this.#line), logs)
         } else if (feedback !== null) {
           const stored = await this.#store.existingFeedback(feedback)
           const missing = feedback.filter((record) => !stored.has(feedbackVersionKey(record.id, record.updatedAt)))
@@ -309,14 +348,13 @@ export class LogBatcher {
   async #writeQueue(): Promise<Error | null> {
     let owed = this.#queue.length
     while (this.#queue.length > 0 && (owed > 0 || this.#queue.length >= this.#batchSize)) {
-      const before = this.#queue.length
-      const batch = this.#takeChecked(this.#batchSize)
-      owed -= before - this.#queue.length
+      const taken = this.#take(this.#batchSize)
+      owed -= taken.length
+      const batch = await this.#checked(taken)
       if (batch.length === 0) continue
-      this.#inFlight += batch.length
       try {
         await this.#ensurePrepared()
-        await this.#store.insertLogs(batch)
+        await this.#store.insertLogs(batch, await encodeLines(batch, this.#line), batch)
         this.#written += batch.length
         this.#down = false
       } catch (error) {
@@ -324,8 +362,7 @@ export class LogBatcher {
         await this.#toJournal(batch)
         return failure
       } finally {
-        this.#settled += batch.length
-        this.#inFlight -= batch.length
+        this.#settle(batch.length)
       }
     }
     return null
@@ -334,22 +371,21 @@ export class LogBatcher {
   /** Moves queued records to the journal while the store is down, batch by batch, until fewer than `minimum` are left. */
   async #spill(minimum: number): Promise<void> {
     while (this.#queue.length >= minimum && this.#queue.length > 0) {
-      const batch = this.#takeChecked(this.#batchSize)
+      const batch = await this.#checked(this.#take(this.#batchSize))
       if (batch.length === 0) continue
-      this.#inFlight += batch.length
       try {
         await this.#toJournal(batch)
       } finally {
-        this.#settled += batch.length
-        this.#inFlight -= batch.length
+        this.#settle(batch.length)
       }
     }
   }
 
   /**
    * The queue is full: its oldest batch goes to the journal, beside whatever the writer is doing,
-   * and is replayed from there. Before `start()` there is no journal yet, so the oldest record is
-   * dropped instead.
+   * and is replayed from there. Runs inside `enqueue`, so it only takes the batch; checking and
+   * journaling it happen in later turns. Before `start()` there is no journal yet, so the oldest
+   * record is dropped instead.
    */
   #overflow(): void {
     if (!this.#started) {
@@ -358,30 +394,48 @@ export class LogBatcher {
       this.#countDropped(1)
       return
     }
-    const batch = this.#takeChecked(this.#batchSize)
-    if (batch.length === 0) return
-    this.#inFlight += batch.length
-    const appended = this.#toJournal(batch).finally(() => {
-      this.#settled += batch.length
-      this.#inFlight -= batch.length
-      this.#overflows.delete(appended)
-    })
+    const taken = this.#take(this.#batchSize)
+    const appended = nextTurn()
+      .then(() => this.#checked(taken))
+      .then(async (batch) => {
+        try {
+          if (batch.length > 0) await this.#toJournal(batch)
+        } finally {
+          this.#settle(batch.length)
+        }
+      })
+      .finally(() => this.#overflows.delete(appended))
     this.#overflows.add(appended)
   }
 
-  /** Takes up to `count` records from the head; those that cannot be stored are dropped and counted. */
-  #takeChecked(count: number): LogRecord[] {
+  /** Takes up to `count` records from the head; they count as in flight until settled. */
+  #take(count: number): LogRecord[] {
     const taken = this.#queue.take(count)
-    const checked: LogRecord[] = []
-    for (const record of taken) {
+    this.#inFlight += taken.length
+    return taken
+  }
+
+  /** The taken records that can be stored, checked a slice at a time; the others are dropped, counted and settled. */
+  async #checked(taken: readonly LogRecord[]): Promise<LogRecord[]> {
+    const checked = await mapInSlices(taken, (record): LogRecord | null => {
       try {
-        checked.push(checkLogRecord(record))
+        return checkLogRecord(record)
       } catch {
-        this.#settled += 1
-        this.#countDropped(1)
+        return null
       }
+    })
+    const valid = checked.filter((record): record is LogRecord => record !== null)
+    const invalid = taken.length - valid.length
+    if (invalid > 0) {
+      this.#settle(invalid)
+      this.#countDropped(invalid)
     }
-    return checked
+    return valid
+  }
+
+  #settle(count: number): void {
+    this.#settled += count
+    this.#inFlight -= count
   }
 
   async #toJournal(batch: readonly LogRecord[]): Promise<void> {
@@ -439,7 +493,7 @@ export class LogBatcher {
       this.#log(
         'warn',
         {
-          store: this.#name,
+          store: this.#store.name,
           failures: this.#failuresSinceWarning,
           journaledNow: this.#journaledSinceWarning,
           journaled: this.#journal.records,
