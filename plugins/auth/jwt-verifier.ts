@@ -255,7 +255,8 @@ export class JwtVerifier {
     if (organisationId === '*') return this.clear()
     const url = this.#organisations.peek(organisationId)?.jwt?.jwksUrl
     this.#organisations.evict(organisationId)
-    // Also detaches a running first-organisation read: which organisation it returns is unknown until it does.
+    // Also detaches a running first-organisation read: which organisation it returns is unknown
+    // until it does.
     this.#firstOrganisation.evictWhere((record) => record?.id === organisationId)
     const keys = this.#keySets.get(organisationId)
     this.#keySets.delete(organisationId)
@@ -272,7 +273,8 @@ export class JwtVerifier {
       this.#tokens.clear()
       return
     }
-    // evictWhere detaches running reads too: they are keyed by slug, and which workspace they return is unknown until they do.
+    // evictWhere detaches running reads too: they are keyed by slug, and which workspace they return
+    // is unknown until they do.
     this.#workspaces.evictWhere((record) => record?.id === workspaceId)
     this.#tokens.evictWhere((verified) => verified instanceof GatewayError || verified.principal.workspaceId === workspaceId)
   }
