@@ -8,7 +8,7 @@
  * (a comma list; both need a JWKS) and `GATEWAY_PUBLIC_URL` (the auth plugin's `bootstrap`);
  * `GATEWAY_PUBLIC_URL` again (admin-api's `publicUrl`, the base of invite links).
  * Variables read into `environment`: `MONGODB_URI`, `REDIS_URL` (`?cluster=true` selects Redis
- * Cluster for the rate limiter), `CLICKHOUSE_URL` (path = database), `GATEWAY_PUBLIC_URL`, `GATEWAY_DATA_DIR`,
+ * Cluster for the rate limiter and the budget ledger), `CLICKHOUSE_URL` (path = database), `GATEWAY_PUBLIC_URL`, `GATEWAY_DATA_DIR`,
  * `GATEWAY_ALLOWED_CUSTOM_HOSTS`, `GATEWAY_LOG_LEVEL`, `GATEWAY_MASTER_KEY` (resolved by the
  * composition root when a plugin needs the secret cipher).
  */

@@ -64,10 +64,11 @@ export interface GatewayEnvironment {
   /** `MONGODB_URI`: the admin store runs on MongoDB when set, on the embedded DuckDB file otherwise. */
   readonly mongodbUri: string | null
   /**
-   * `REDIS_URL`: change notifications go through Redis pub/sub and rate-limit buckets live in Redis
-   * when set; both stay in process otherwise. `?cluster=true` on the URL (e.g.
-   * `redis://10.0.0.1:6379?cluster=true`) makes the rate limiter use Redis Cluster with that node as
-   * the seed (its keys share a hash tag per workspace, so its one script per request runs there).
+   * `REDIS_URL`: change notifications go through Redis pub/sub, and rate-limit buckets and running
+   * budget usage live in Redis, when set; all stay in process otherwise. `?cluster=true` on the URL
+   * (e.g. `redis://10.0.0.1:6379?cluster=true`) runs the rate limiter and the budget ledger on Redis
+   * Cluster with that node as the seed (their keys share a hash tag per workspace, so the one script
+   * per request runs on one node).
    */
   readonly redisUrl: string | null
   /**

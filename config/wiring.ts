@@ -12,7 +12,7 @@
  * either journals under `<dataDir>/log-journal/` while its store is unreachable).
  * Service names carry the technology where there is a choice, so `/readyz` shows which adapter runs.
  * The MongoDB, Redis and ClickHouse adapters are imported only when their URL is set: each pulls
- * in its driver, and the three together cost about 30 MB of memory that a gateway on the embedded
+ * in its driver, and the three together cost about 28 MB of memory that a gateway on the embedded
  * defaults would carry for nothing.
  */
 import 'reflect-metadata'

@@ -14,7 +14,7 @@ import type { HttpMethod, RouteSpec } from './routes.js'
 /** Types of API key (API.md §1). */
 export type ApiKeyType = 'organisation-service' | 'workspace-service' | 'workspace-user'
 
-/** Who is calling: the resolved API key (or, later, JWT). */
+/** Who is calling: the resolved API key or JWT. */
 export interface Principal {
   readonly kind: 'api-key' | 'jwt'
   /** API key id (UUID); for a JWT the token's subject. */

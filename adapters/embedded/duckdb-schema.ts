@@ -14,8 +14,8 @@
  * - no `CREATE INDEX`: an explicit index makes DuckDB refuse `ALTER COLUMN ... SET DATA TYPE` on its
  *   table ("entries that depend on it"), which the column migrations use; the admin tables are
  *   small and the indexes of the PRIMARY KEY / UNIQUE constraints cover the hot lookups.
- * - `request_logs` has no index at all: ART indexes slow the appender down, and DuckDB's zone
- *   maps already prune scans by `created_at`.
+ * - `request_logs` has no index at all: ART indexes slow down the batch inserts (`read_json`), and
+ *   DuckDB's zone maps already prune scans by `created_at`.
  */
 
 /** One unique constraint, and how to report its violation. */

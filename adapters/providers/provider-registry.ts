@@ -10,7 +10,7 @@ import { OPENAI_COMPATIBLE_PROVIDERS } from './openai-compatible-providers.js'
 export interface TableProviderRegistryOptions {
   /** `GATEWAY_ALLOWED_CUSTOM_HOSTS` entries: host names, `*.suffix`, IP addresses, CIDR ranges. */
   readonly allowedCustomHosts: readonly string[]
-  /** The provider table; defaults to `OPENAI_COMPATIBLE_PROVIDERS`. Translator providers are added here by the composition root. */
+  /** The provider table; defaults to `OPENAI_COMPATIBLE_PROVIDERS` (the only table the composition root registers today). */
   readonly providers?: readonly ProviderSpec[]
   /** Host name resolver for custom hosts; defaults to the system resolver. */
   readonly resolveHost?: HostResolver
