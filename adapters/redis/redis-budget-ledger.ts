@@ -26,12 +26,22 @@
  * - Failures are fast, never queued (no offline queue, `commandTimeoutMs`): the budget plugin then
  *   fails closed.
  */
-import { createHash } from 'node:crypto'
-import { Cluster, Redis } from 'ioredis'
 import type { BudgetCounter, CombinedLimitLedger, CombinedReserveDecision, ReserveDecision } from '../../core/budgets.js'
 import type { HealthStatus } from '../../core/ports.js'
 import type { BucketAcquire } from '../../core/rate-limits.js'
-import { maskRedisUrl } from './redis-change-notifier.js'
+import {
+  checkRedisUrl,
+  clientHealth,
+  loadScripts,
+  quitRedis,
+  recordErrors,
+  redisScript,
+  requestPathClient,
+  runScript,
+  waitReady,
+  type RedisClient,
+  type RedisScript,
+} from './redis-connection.js'
 import { BUCKET_FUNCTIONS } from './redis-rate-limiter.js'
 
 /** Length of a lease slot. */
@@ -214,36 +224,17 @@ function hashTagOf(key: string): string {
   return close > open + 1 ? key.slice(open + 1, close) : key
 }
 
-interface Script {
-  readonly source: string
-  readonly sha: string
-}
-
-function script(source: string): Script {
-  return { source, sha: createHash('sha1').update(source).digest('hex') }
-}
-
 const SCRIPTS = {
-  reserve: script(RESERVE_SCRIPT),
-  seed: script(SEED_SCRIPT),
-  settle: script(SETTLE_SCRIPT),
-  peek: script(PEEK_SCRIPT),
+  reserve: redisScript(RESERVE_SCRIPT),
+  seed: redisScript(SEED_SCRIPT),
+  settle: redisScript(SETTLE_SCRIPT),
+  peek: redisScript(PEEK_SCRIPT),
 }
 const DEFAULT_SETTLE_BATCH_MS = 20
 const DEFAULT_SETTLE_BATCH_SIZE = 64
 const DEFAULT_LEASE_MS = 900_000
 const DEFAULT_COMMAND_TIMEOUT_MS = 1_000
 const DEFAULT_START_TIMEOUT_MS = 10_000
-const QUIT_TIMEOUT_MS = 2_000
-const MAX_RETRY_DELAY_MS = 1_000
-
-function errorMessage(error: unknown): string {
-  return error instanceof Error ? error.message : String(error)
-}
-
-function retryStrategy(attempt: number): number {
-  return Math.min(50 * 2 ** (attempt - 1), MAX_RETRY_DELAY_MS) + Math.floor(Math.random() * 100)
-}
 
 /** An integer amount as a Redis argument. */
 function integer(value: number): string {
@@ -265,56 +256,31 @@ export class RedisBudgetLedger implements CombinedLimitLedger {
   readonly #settling = new Set<Promise<void>>()
   readonly #leaseSlots: number
   readonly #startTimeoutMs: number
-  readonly #client: Redis | Cluster
+  readonly #client: RedisClient
   #lastError: string | null = null
   #closed = false
 
   constructor(options: RedisBudgetLedgerOptions) {
-    if (!/^rediss?:\/\//.test(options.url)) throw new Error('RedisBudgetLedger: the URL must start with redis:// or rediss://')
+    checkRedisUrl(options.url, 'RedisBudgetLedger')
     this.#url = options.url
     this.#leaseSlots = Math.max(1, Math.ceil((options.leaseMs ?? DEFAULT_LEASE_MS) / LEASE_SLOT_MS))
     this.#startTimeoutMs = options.startTimeoutMs ?? DEFAULT_START_TIMEOUT_MS
     this.#settleBatchMs = options.settleBatchMs ?? DEFAULT_SETTLE_BATCH_MS
     this.#settleBatchSize = Math.max(1, options.settleBatchSize ?? DEFAULT_SETTLE_BATCH_SIZE)
-    const commandTimeout = options.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS
-    const connectionName = options.connectionName ?? 'gateway-budget-ledger'
-    const parsed = new URL(options.url)
-    if (parsed.searchParams.get('cluster') === 'true') {
-      this.#client = new Cluster([{ host: parsed.hostname.replace(/^\[|\]$/g, ''), port: Number(parsed.port || 6379) }], {
-        lazyConnect: true,
-        enableOfflineQueue: false,
-        clusterRetryStrategy: retryStrategy,
-        redisOptions: {
-          connectionName,
-          commandTimeout,
-          maxRetriesPerRequest: 0,
-          ...(parsed.username === '' ? {} : { username: decodeURIComponent(parsed.username) }),
-          ...(parsed.password === '' ? {} : { password: decodeURIComponent(parsed.password) }),
-          ...(parsed.protocol === 'rediss:' ? { tls: {} } : {}),
-        },
-      })
-    } else {
-      this.#client = new Redis(options.url, {
-        lazyConnect: true,
-        // A request must not wait for a reconnect: fail at once and let the plugin fail closed.
-        enableOfflineQueue: false,
-        maxRetriesPerRequest: 0,
-        commandTimeout,
-        connectionName,
-        retryStrategy,
-      })
-    }
-    // Without an 'error' listener ioredis prints every failed reconnect attempt itself.
-    this.#client.on('error', (error: unknown) => {
-      this.#lastError = errorMessage(error)
+    // A request must not wait for a reconnect: commands fail at once and the plugin fails closed.
+    this.#client = requestPathClient(options.url, {
+      connectionName: options.connectionName ?? 'gateway-budget-ledger',
+      commandTimeoutMs: options.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS,
+    })
+    recordErrors(this.#client, (message) => {
+      this.#lastError = message
     })
   }
 
   /** Connects (failing after `startTimeoutMs` with a message naming `REDIS_URL`) and loads the scripts. */
   async start(): Promise<void> {
-    await this.#waitReady()
-    const nodes = this.#client instanceof Cluster ? this.#client.nodes('master') : [this.#client]
-    await Promise.all(nodes.flatMap((node) => Object.values(SCRIPTS).map((entry) => node.script('LOAD', entry.source))))
+    await waitReady(this.#client, { url: this.#url, timeoutMs: this.#startTimeoutMs, subject: 'budget ledger ', lastError: () => this.#lastError })
+    await loadScripts(this.#client, Object.values(SCRIPTS))
   }
 
   /** Sends the settlements still queued, then disconnects. */
@@ -323,29 +289,12 @@ export class RedisBudgetLedger implements CombinedLimitLedger {
     this.#flushSettlements()
     while (this.#settling.size > 0) await Promise.allSettled([...this.#settling])
     this.#closed = true
-    const client = this.#client
-    if (client.status === 'end' || client.status === 'wait') {
-      client.disconnect()
-      return
-    }
-    let timer: NodeJS.Timeout | undefined
-    const timedOut = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, QUIT_TIMEOUT_MS)
-    })
-    try {
-      await Promise.race([client.quit().then(() => undefined), timedOut])
-    } catch {
-      // Already closing: disconnect below settles it either way.
-    } finally {
-      clearTimeout(timer)
-      client.disconnect()
-    }
+    await quitRedis(this.#client)
   }
 
   async health(): Promise<HealthStatus> {
     if (this.#closed) return { ok: false, detail: 'closed' }
-    if (this.#client.status === 'ready') return { ok: true }
-    return { ok: false, detail: `redis ${this.#client.status}${this.#lastError === null ? '' : `: ${this.#lastError}`}` }
+    return clientHealth(this.#client, this.#lastError)
   }
 
   reserve(items: ReadonlyArray<{ readonly counter: BudgetCounter; readonly amount: number }>, nowMs: number): Promise<ReserveDecision> {
@@ -465,32 +414,7 @@ export class RedisBudgetLedger implements CombinedLimitLedger {
     return reply.map((used) => (used < 0 ? null : used))
   }
 
-  async #run(entry: Script, keys: readonly string[], argv: readonly string[]): Promise<unknown> {
-    try {
-      return await this.#client.evalsha(entry.sha, keys.length, ...keys, ...argv)
-    } catch (error) {
-      if (!errorMessage(error).startsWith('NOSCRIPT')) throw error
-      return this.#client.eval(entry.source, keys.length, ...keys, ...argv)
-    }
-  }
-
-  #waitReady(): Promise<void> {
-    const client = this.#client
-    return new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        client.off('ready', onReady)
-        client.disconnect()
-        const cause = this.#lastError === null ? '' : ` (last error: ${this.#lastError})`
-        reject(new Error(`budget ledger cannot reach Redis at REDIS_URL=${maskRedisUrl(this.#url)} within ${this.#startTimeoutMs} ms${cause}`))
-      }, this.#startTimeoutMs)
-      const onReady = (): void => {
-        clearTimeout(timer)
-        resolve()
-      }
-      if (client.status === 'ready') return onReady()
-      client.once('ready', onReady)
-      // The first failed attempt rejects connect(); ioredis keeps retrying, and the timer decides.
-      client.connect().catch(() => {})
-    })
+  #run(entry: RedisScript, keys: readonly string[], argv: readonly string[]): Promise<unknown> {
+    return runScript(this.#client, entry, keys, argv)
   }
 }

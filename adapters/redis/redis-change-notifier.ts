@@ -25,8 +25,11 @@
  * classic PUBLISH/SUBSCRIBE (the cluster bus broadcasts them), but does not follow failover; proper
  * support needs ioredis `Cluster` and sharded pub/sub.
  */
-import { Redis } from 'ioredis'
+import type { Redis } from 'ioredis'
 import type { ChangeNotifier, HealthStatus, Logger } from '../../core/ports.js'
+import { checkRedisUrl, errorMessage, queueingClient, quitRedis, recordErrors, waitReady } from './redis-connection.js'
+
+export { maskRedisUrl } from './redis-connection.js'
 
 export interface RedisChangeNotifierOptions {
   /** `redis://[user:password@]host[:port][/db]` or `rediss://...` (TLS). */
@@ -46,24 +49,6 @@ type Phase = 'idle' | 'starting' | 'running' | 'closed'
 
 const DEFAULT_PREFIX = 'gateway:'
 const DEFAULT_START_TIMEOUT_MS = 10_000
-const QUIT_TIMEOUT_MS = 2_000
-/** Reconnect quickly once Redis is back: until then this instance may hold stale cache entries. */
-const MAX_RETRY_DELAY_MS = 1_000
-
-/** The URL with its password replaced, for messages and logs. */
-export function maskRedisUrl(url: string): string {
-  try {
-    const parsed = new URL(url)
-    if (parsed.password !== '') parsed.password = '***'
-    return parsed.toString()
-  } catch {
-    return '(unparseable URL)'
-  }
-}
-
-function errorMessage(error: unknown): string {
-  return error instanceof Error ? error.message : String(error)
-}
 
 export class RedisChangeNotifier implements ChangeNotifier {
   readonly #url: string
@@ -79,25 +64,17 @@ export class RedisChangeNotifier implements ChangeNotifier {
   #lastError: string | null = null
 
   constructor(options: RedisChangeNotifierOptions) {
-    if (!/^rediss?:\/\//.test(options.url)) throw new Error('RedisChangeNotifier: the URL must start with redis:// or rediss://')
+    checkRedisUrl(options.url, 'RedisChangeNotifier')
     this.#url = options.url
     this.#prefix = options.channelPrefix ?? DEFAULT_PREFIX
     this.#startTimeoutMs = options.startTimeoutMs ?? DEFAULT_START_TIMEOUT_MS
     this.#logger = options.logger ?? null
     const name = options.connectionName ?? 'gateway-change-notifier'
-    const common = {
-      // Connect in start(), not on construction: boot decides when services come up.
-      lazyConnect: true,
-      // Commands wait for the reconnect instead of failing after N attempts: a queued publish
-      // still reaches the other instances once Redis is back (admin changes are rare, so the
-      // queue stays small even in a long outage).
-      maxRetriesPerRequest: null,
-      retryStrategy: (attempt: number) => Math.min(50 * 2 ** (attempt - 1), MAX_RETRY_DELAY_MS) + Math.floor(Math.random() * 100),
-    }
-    this.#publisher = new Redis(options.url, { ...common, connectionName: `${name}-pub` })
-    this.#subscriber = new Redis(options.url, {
-      ...common,
-      connectionName: `${name}-sub`,
+    // Queueing clients: a publish made during an outage still reaches the other instances once
+    // Redis is back (admin changes are rare, so the queue stays small even in a long outage), and
+    // reconnects are quick, since until then this instance may hold stale cache entries.
+    this.#publisher = queueingClient(options.url, `${name}-pub`)
+    this.#subscriber = queueingClient(options.url, `${name}-sub`, {
       // Classic RESP2 subscriber mode: works on every server version, and operators see the
       // connection as `TYPE pubsub` (CLIENT LIST/KILL, client-output-buffer-limit pubsub).
       protocol: 2,
@@ -133,7 +110,7 @@ export class RedisChangeNotifier implements ChangeNotifier {
     if (this.#phase === 'closed') return
     this.#phase = 'closed'
     this.#channels.clear()
-    await Promise.all([quit(this.#publisher), quit(this.#subscriber)])
+    await Promise.all([quitRedis(this.#publisher), quitRedis(this.#subscriber)])
   }
 
   async health(): Promise<HealthStatus> {
@@ -224,9 +201,8 @@ export class RedisChangeNotifier implements ChangeNotifier {
 
   #watch(client: Redis, role: 'publisher' | 'subscriber'): void {
     let wasReady = false
-    // Without an 'error' listener ioredis prints every failed reconnect attempt itself.
-    client.on('error', (error: unknown) => {
-      this.#lastError = errorMessage(error)
+    recordErrors(client, (message) => {
+      this.#lastError = message
     })
     client.on('ready', () => {
       if (wasReady) return
@@ -243,20 +219,7 @@ export class RedisChangeNotifier implements ChangeNotifier {
 
   /** Resolves when `client` is ready; rejects after the start timeout with a secret-free message. */
   #waitReady(client: Redis): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        client.off('ready', onReady)
-        const cause = this.#lastError === null ? '' : ` (last error: ${this.#lastError})`
-        reject(new Error(`cannot reach Redis at REDIS_URL=${maskRedisUrl(this.#url)} within ${this.#startTimeoutMs} ms${cause}`))
-      }, this.#startTimeoutMs)
-      const onReady = (): void => {
-        clearTimeout(timer)
-        resolve()
-      }
-      client.once('ready', onReady)
-      // The first failed attempt rejects connect(); ioredis keeps retrying, and the timer decides.
-      client.connect().catch(() => {})
-    })
+    return waitReady(client, { url: this.#url, timeoutMs: this.#startTimeoutMs, subject: '', lastError: () => this.#lastError })
   }
 
   #log(level: 'info' | 'warn' | 'error', fields: object, message: string): void {
@@ -265,25 +228,5 @@ export class RedisChangeNotifier implements ChangeNotifier {
     } catch {
       // A broken logger must not break delivery.
     }
-  }
-}
-
-/** QUIT, or drop the socket when the server does not answer in time. */
-async function quit(client: Redis): Promise<void> {
-  if (client.status === 'end' || client.status === 'wait') {
-    client.disconnect()
-    return
-  }
-  let timer: NodeJS.Timeout | undefined
-  const timedOut = new Promise<void>((resolve) => {
-    timer = setTimeout(resolve, QUIT_TIMEOUT_MS)
-  })
-  try {
-    await Promise.race([client.quit().then(() => undefined), timedOut])
-  } catch {
-    // Already closing or closed: disconnect below settles it either way.
-  } finally {
-    clearTimeout(timer)
-    client.disconnect()
   }
 }

@@ -17,11 +17,22 @@
  *   queue) and after `commandTimeoutMs` when Redis stalls, so the plugin's fail-open or fail-closed
  *   policy applies within that time; ioredis reconnects in the background.
  */
-import { createHash } from 'node:crypto'
-import { Cluster, Redis } from 'ioredis'
 import type { HealthStatus } from '../../core/ports.js'
 import { MAX_BUCKET_TTL_MS, type BucketAcquire, type BucketSpec, type RateLimitDecision, type RateLimiter } from '../../core/rate-limits.js'
-import { maskRedisUrl } from './redis-change-notifier.js'
+import {
+  checkRedisUrl,
+  clientHealth,
+  loadScripts,
+  quitRedis,
+  recordErrors,
+  redisScript,
+  requestPathClient,
+  runScript,
+  waitReady,
+  type RedisClient,
+} from './redis-connection.js'
+
+export { isClusterUrl } from './redis-connection.js'
 
 
 /**
@@ -136,118 +147,47 @@ export interface RedisRateLimiterOptions {
   readonly connectionName?: string
 }
 
-interface Script {
-  readonly source: string
-  readonly sha: string
-}
-
-function script(source: string): Script {
-  return { source, sha: createHash('sha1').update(source).digest('hex') }
-}
-
-const ACQUIRE = script(ACQUIRE_SCRIPT)
-const CHARGE = script(CHARGE_SCRIPT)
+const ACQUIRE = redisScript(ACQUIRE_SCRIPT)
+const CHARGE = redisScript(CHARGE_SCRIPT)
 const ALLOWED: RateLimitDecision = Object.freeze({ allowed: true })
 const DEFAULT_COMMAND_TIMEOUT_MS = 1_000
 const DEFAULT_START_TIMEOUT_MS = 10_000
-const QUIT_TIMEOUT_MS = 2_000
-const MAX_RETRY_DELAY_MS = 1_000
-
-/** Whether the URL asks for Redis Cluster (`?cluster=true`). */
-export function isClusterUrl(url: string): boolean {
-  try {
-    return new URL(url).searchParams.get('cluster') === 'true'
-  } catch {
-    return false
-  }
-}
-
-function errorMessage(error: unknown): string {
-  return error instanceof Error ? error.message : String(error)
-}
-
-function retryStrategy(attempt: number): number {
-  return Math.min(50 * 2 ** (attempt - 1), MAX_RETRY_DELAY_MS) + Math.floor(Math.random() * 100)
-}
 
 export class RedisRateLimiter implements RateLimiter {
   readonly #url: string
   readonly #startTimeoutMs: number
-  readonly #client: Redis | Cluster
+  readonly #client: RedisClient
   #lastError: string | null = null
   #closed = false
 
   constructor(options: RedisRateLimiterOptions) {
-    if (!/^rediss?:\/\//.test(options.url)) throw new Error('RedisRateLimiter: the URL must start with redis:// or rediss://')
+    checkRedisUrl(options.url, 'RedisRateLimiter')
     this.#url = options.url
     this.#startTimeoutMs = options.startTimeoutMs ?? DEFAULT_START_TIMEOUT_MS
-    const commandTimeout = options.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS
-    const connectionName = options.connectionName ?? 'gateway-rate-limiter'
-    if (isClusterUrl(options.url)) {
-      const parsed = new URL(options.url)
-      this.#client = new Cluster([{ host: parsed.hostname.replace(/^\[|\]$/g, ''), port: Number(parsed.port || 6379) }], {
-        lazyConnect: true,
-        enableOfflineQueue: false,
-        clusterRetryStrategy: retryStrategy,
-        redisOptions: {
-          connectionName,
-          commandTimeout,
-          maxRetriesPerRequest: 0,
-          ...(parsed.username === '' ? {} : { username: decodeURIComponent(parsed.username) }),
-          ...(parsed.password === '' ? {} : { password: decodeURIComponent(parsed.password) }),
-          ...(parsed.protocol === 'rediss:' ? { tls: {} } : {}),
-        },
-      })
-    } else {
-      this.#client = new Redis(options.url, {
-        lazyConnect: true,
-        // Fail at once while disconnected: a request must not wait for a reconnect.
-        enableOfflineQueue: false,
-        maxRetriesPerRequest: 0,
-        commandTimeout,
-        connectionName,
-        retryStrategy,
-      })
-    }
-    // Without an 'error' listener ioredis prints every failed reconnect attempt itself.
-    this.#client.on('error', (error: unknown) => {
-      this.#lastError = errorMessage(error)
+    this.#client = requestPathClient(options.url, {
+      connectionName: options.connectionName ?? 'gateway-rate-limiter',
+      commandTimeoutMs: options.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS,
+    })
+    recordErrors(this.#client, (message) => {
+      this.#lastError = message
     })
   }
 
   /** Connects (failing after `startTimeoutMs` with a message naming `REDIS_URL`) and loads the scripts. */
   async start(): Promise<void> {
-    await this.#waitReady()
-    const nodes = this.#client instanceof Cluster ? this.#client.nodes('master') : [this.#client]
-    await Promise.all(nodes.flatMap((node) => [node.script('LOAD', ACQUIRE.source), node.script('LOAD', CHARGE.source)]))
+    await waitReady(this.#client, { url: this.#url, timeoutMs: this.#startTimeoutMs, subject: 'rate limiter ', lastError: () => this.#lastError })
+    await loadScripts(this.#client, [ACQUIRE, CHARGE])
   }
 
   async close(): Promise<void> {
     if (this.#closed) return
     this.#closed = true
-    const client = this.#client
-    if (client.status === 'end' || client.status === 'wait') {
-      client.disconnect()
-      return
-    }
-    let timer: NodeJS.Timeout | undefined
-    const timedOut = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, QUIT_TIMEOUT_MS)
-    })
-    try {
-      await Promise.race([client.quit().then(() => undefined), timedOut])
-    } catch {
-      // Already closing: disconnect below settles it either way.
-    } finally {
-      clearTimeout(timer)
-      client.disconnect()
-    }
+    await quitRedis(this.#client)
   }
 
   async health(): Promise<HealthStatus> {
     if (this.#closed) return { ok: false, detail: 'closed' }
-    if (this.#client.status === 'ready') return { ok: true }
-    return { ok: false, detail: `redis ${this.#client.status}${this.#lastError === null ? '' : `: ${this.#lastError}`}` }
+    return clientHealth(this.#client, this.#lastError)
   }
 
   async acquire(requests: readonly BucketAcquire[], nowMs: number): Promise<RateLimitDecision> {
@@ -255,7 +195,7 @@ export class RedisRateLimiter implements RateLimiter {
     const argv: Array<string | number> = [Math.floor(nowMs)]
     for (const { bucket, take, require } of requests) argv.push(bucket.capacity, bucket.windowMs, take, require)
     const keys = requests.map((request) => request.bucket.key)
-    const [index, wait] = (await this.#run(ACQUIRE, keys, argv)) as [number, number]
+    const [index, wait] = (await runScript(this.#client, ACQUIRE, keys, argv)) as [number, number]
     if (index < 0) return ALLOWED
     return { allowed: false, index, retryAfterMs: wait }
   }
@@ -264,35 +204,6 @@ export class RedisRateLimiter implements RateLimiter {
     if (charges.length === 0) return
     const argv: Array<string | number> = [Math.floor(nowMs)]
     for (const { bucket, amount } of charges) argv.push(bucket.capacity, bucket.windowMs, amount)
-    await this.#run(CHARGE, charges.map((entry) => entry.bucket.key), argv)
-  }
-
-  async #run(script: Script, keys: readonly string[], argv: ReadonlyArray<string | number>): Promise<unknown> {
-    try {
-      return await this.#client.evalsha(script.sha, keys.length, ...keys, ...argv)
-    } catch (error) {
-      if (!errorMessage(error).startsWith('NOSCRIPT')) throw error
-      return this.#client.eval(script.source, keys.length, ...keys, ...argv)
-    }
-  }
-
-  #waitReady(): Promise<void> {
-    const client = this.#client
-    return new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        client.off('ready', onReady)
-        client.disconnect()
-        const cause = this.#lastError === null ? '' : ` (last error: ${this.#lastError})`
-        reject(new Error(`rate limiter cannot reach Redis at REDIS_URL=${maskRedisUrl(this.#url)} within ${this.#startTimeoutMs} ms${cause}`))
-      }, this.#startTimeoutMs)
-      const onReady = (): void => {
-        clearTimeout(timer)
-        resolve()
-      }
-      if (client.status === 'ready') return onReady()
-      client.once('ready', onReady)
-      // The first failed attempt rejects connect(); ioredis keeps retrying, and the timer decides.
-      client.connect().catch(() => {})
-    })
+    await runScript(this.#client, CHARGE, charges.map((entry) => entry.bucket.key), argv)
   }
 }
