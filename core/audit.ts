@@ -127,7 +127,9 @@ export function auditEntryOf(ctx: RequestContext, facts: AuditFacts): AuditEntry
   const principal = ctx.principal
   const paramResource = audit?.resourceParam == null ? null : (ctx.params[audit.resourceParam] ?? null)
   let body: string | null = null
-  if (ctx.body !== null) body = truncatedBody(JSON.stringify(maskSecrets(ctx.body)))
+  // An optional JSON body that was not sent reads as `{}` for the handler; the entry says none was sent.
+  if (ctx.rawBody !== null && ctx.rawBody.length === 0) body = null
+  else if (ctx.body !== null) body = truncatedBody(JSON.stringify(maskSecrets(ctx.body)))
   else if (ctx.rawBody !== null && ctx.rawBody.length > 0) body = JSON.stringify('(unparsed body)')
   return {
     id: randomUUID(),

@@ -163,6 +163,8 @@ const EXPORTS = ['logs.export'] as const
  * Admin API routes (API.md §5) served by the admin-api plugin. Order matters where two patterns
  * match one path: `/admin/users/invites` is listed before `/admin/users/:userId`. Routes on API
  * keys admit the scope of any key type; the handler then requires the one of the key acted on.
+ * DELETEs of workspace resources read an optional JSON body, since `workspace_id` may come in it
+ * (API.md §1); a body sent on a `none` route would be ignored unchecked.
  */
 export const ADMIN_ROUTES: readonly RouteSpec[] = [
   adminRoute('admin.organisation.get', 'GET', '/v1/admin/organisation', ['organisation_settings.read'], ADMIN_ONLY),
@@ -183,7 +185,10 @@ export const ADMIN_ROUTES: readonly RouteSpec[] = [
   adminRoute('admin.workspaces.members.list', 'GET', '/v1/admin/workspaces/:workspaceId/users', ['workspace_users.list']),
   adminRoute('admin.workspaces.members.get', 'GET', '/v1/admin/workspaces/:workspaceId/users/:userId', ['workspace_users.read']),
   adminRoute('admin.workspaces.members.update', 'PUT', '/v1/admin/workspaces/:workspaceId/users/:userId', ['workspace_users.update'], { audit: 'workspace_user.update:userId' }),
-  adminRoute('admin.workspaces.members.delete', 'DELETE', '/v1/admin/workspaces/:workspaceId/users/:userId', ['workspace_users.delete'], { audit: 'workspace_user.delete:userId' }),
+  adminRoute('admin.workspaces.members.delete', 'DELETE', '/v1/admin/workspaces/:workspaceId/users/:userId', ['workspace_users.delete'], {
+    body: 'json-optional',
+    audit: 'workspace_user.delete:userId',
+  }),
 
   adminRoute('admin.invites.create', 'POST', '/v1/admin/users/invites', ['organisation_users.create'], { ...ADMIN_ONLY, audit: 'invite.create' }),
   adminRoute('admin.invites.list', 'GET', '/v1/admin/users/invites', ['organisation_users.list'], ADMIN_ONLY),
@@ -211,7 +216,7 @@ export const ADMIN_ROUTES: readonly RouteSpec[] = [
   adminRoute('api-keys.list', 'GET', '/v1/api-keys', apiKeyScopes('list')),
   adminRoute('api-keys.get', 'GET', '/v1/api-keys/:apiKeyId', apiKeyScopes('read')),
   adminRoute('api-keys.update', 'PUT', '/v1/api-keys/:apiKeyId', apiKeyScopes('update'), { audit: 'api_key.update:apiKeyId' }),
-  adminRoute('api-keys.delete', 'DELETE', '/v1/api-keys/:apiKeyId', apiKeyScopes('delete'), { audit: 'api_key.delete:apiKeyId' }),
+  adminRoute('api-keys.delete', 'DELETE', '/v1/api-keys/:apiKeyId', apiKeyScopes('delete'), { body: 'json-optional', audit: 'api_key.delete:apiKeyId' }),
   adminRoute('api-keys.rotate', 'POST', '/v1/api-keys/:apiKeyId/rotate', [...apiKeyScopes('rotate'), ...apiKeyScopes('update')], {
     body: 'json-optional',
     audit: 'api_key.rotate:apiKeyId',
@@ -221,7 +226,7 @@ export const ADMIN_ROUTES: readonly RouteSpec[] = [
   adminRoute('virtual-keys.list', 'GET', '/v1/virtual-keys', ['virtual_keys.list']),
   adminRoute('virtual-keys.get', 'GET', '/v1/virtual-keys/:virtualKeyId', ['virtual_keys.read']),
   adminRoute('virtual-keys.update', 'PUT', '/v1/virtual-keys/:virtualKeyId', ['virtual_keys.update'], { audit: 'virtual_key.update:virtualKeyId' }),
-  adminRoute('virtual-keys.delete', 'DELETE', '/v1/virtual-keys/:virtualKeyId', ['virtual_keys.delete'], { audit: 'virtual_key.delete:virtualKeyId' }),
+  adminRoute('virtual-keys.delete', 'DELETE', '/v1/virtual-keys/:virtualKeyId', ['virtual_keys.delete'], { body: 'json-optional', audit: 'virtual_key.delete:virtualKeyId' }),
 
   adminRoute('audit-logs.list', 'GET', '/v1/audit-logs', ['audit_logs.list'], ADMIN_ONLY),
 

@@ -1,7 +1,8 @@
 /**
  * Who may see and change what (API.md §1), on top of the route's scope check:
  * - an Admin API key (organisation-service) reaches every workspace of its organisation, naming it
- *   with `workspace_id`; it acts with organisation-admin rights;
+ *   with `workspace_id`; it acts with organisation-admin rights. On a resource's own path,
+ *   `workspace_id` must name that resource's workspace, else 404 (`checkNamedWorkspace`);
  * - a workspace key or JWT is locked to its workspace; another workspace is reported as not found
  *   (never revealed);
  * - inside its workspace a service key or JWT acts as a manager; a user key acts with its user's
@@ -13,9 +14,11 @@
  *   `userRank`, `coversScope`).
  */
 import type { ApiKeyType, Principal } from '../../core/context.js'
+import type { GatewayError } from '../../core/errors.js'
 import type { UserRecord, WorkspaceRecord } from '../../core/ports.js'
 import { ADMIN_KEY_SCOPES } from '../../core/scopes.js'
-import type { AdminDeps } from './request.js'
+import { notFound, parseQuery, type AdminDeps, type AdminRequest } from './request.js'
+import { workspaceIdQuery } from './schemas.js'
 
 /**
  * Standing inside one workspace, lowest first. Organisation owners and admins act as workspace
@@ -55,6 +58,33 @@ export async function targetWorkspace(
   if (idOrSlug === undefined) return { ok: false, missing: true }
   const workspace = await visibleWorkspace(deps, principal, idOrSlug)
   return workspace === null ? { ok: false, missing: false } : { ok: true, workspace }
+}
+
+/**
+ * API.md §1: a caller names the workspace it acts in with `workspace_id`, in the query on reads, in
+ * the body on writes, in either on DELETE. On a route whose path names the resource (a key, a
+ * member, an export, ...) the path already selects it, so `workspace_id` is a check, not a
+ * selector: every `workspace_id` given (`fromBody`, and the query's) must name the workspace the
+ * resource lives in (`resourceWorkspaceId`; `null` for a resource of no workspace, such as an
+ * Admin API key, which no `workspace_id` names). Otherwise the answer is the same 404 as for a
+ * resource of another workspace, so it reveals nothing. A workspace key or JWT may name only its
+ * own workspace (`visibleWorkspace`). Every such route calls this, so the rule lives here.
+ *
+ * @param what the resource as the 404 names it (`Virtual key` → "Virtual key not found")
+ * @returns the error to answer (404, or 400 for a malformed query), or `null` when the names match
+ */
+export async function checkNamedWorkspace(request: AdminRequest, fromBody: string | undefined, resourceWorkspaceId: string | null, what: string): Promise<GatewayError | null> {
+  const query = parseQuery(request.ctx, workspaceIdQuery)
+  if (!query.ok) return query.error
+  const named = new Set<string>()
+  if (fromBody !== undefined) named.add(fromBody)
+  if (query.value.workspace_id !== undefined) named.add(query.value.workspace_id)
+  for (const idOrSlug of named) {
+    if (resourceWorkspaceId === null) return notFound(what)
+    const workspace = await visibleWorkspace(request.deps, request.principal, idOrSlug)
+    if (workspace === null || workspace.id !== resourceWorkspaceId) return notFound(what)
+  }
+  return null
 }
 
 /** A user's rank in `workspace` (`RANKS`): their organisation role, else their membership's role. */

@@ -4,6 +4,9 @@
  * Rules on top of the route's scope check:
  * - the scope of the key type acted on is required (`workspace_user_api_keys.delete` to delete a
  *   user key), since one route serves every type;
+ * - get, update, rotate and delete take an optional `workspace_id` (query; body on update and
+ *   rotate; either on delete) that must name the key's workspace, else 404 (access.ts
+ *   `checkNamedWorkspace`; an Admin API key lives in no workspace, so naming one finds nothing);
  * - Admin API keys manage every key of the organisation; a workspace caller manages keys of its
  *   own workspace only, and only as a workspace admin or manager (members are read-only);
  * - no privilege is gained through another key or user (API.md §1): a caller creates, updates,
@@ -21,7 +24,7 @@ import { jsonReply, type Reply } from '../../core/plugin.js'
 import { CHANGE_CHANNELS, type ApiKeyRecord, type WorkspaceRecord } from '../../core/ports.js'
 import { ADMIN_KEY_SCOPES, WORKSPACE_KEY_SCOPES, normaliseScope } from '../../core/scopes.js'
 import { hashSecret, issueApiKey, maskSecret, newApiKeySecret } from '../../core/secrets.js'
-import { canManage, hasKeyScope, isAdminKey, keyScopeResource, rankOf, targetWorkspace, uncoveredScope, userRank, visibleWorkspace } from './access.js'
+import { canManage, checkNamedWorkspace, hasKeyScope, isAdminKey, keyScopeResource, rankOf, targetWorkspace, uncoveredScope, userRank, visibleWorkspace } from './access.js'
 import { defaultsOf, rateLimitsOf, usageLimitOf } from './inputs.js'
 import {
   budgetUsage,
@@ -39,7 +42,7 @@ import {
   type AdminRequest,
   type Handler,
 } from './request.js'
-import { createApiKeyBody, listApiKeysQuery, MIN_KEY_TRANSITION_MS, rotateApiKeyBody, updateApiKeyBody } from './schemas.js'
+import { createApiKeyBody, listApiKeysQuery, MIN_KEY_TRANSITION_MS, rotateApiKeyBody, updateApiKeyBody, workspaceIdBody } from './schemas.js'
 import { apiKeyView, listView } from './views.js'
 import { publishKeyChanges } from './workspaces.js'
 
@@ -83,12 +86,17 @@ async function mayActOn(deps: AdminDeps, principal: Principal, key: ApiKeyRecord
   return outranked(deps, principal, workspace, key.userId)
 }
 
-/** The key of the path if the caller may see it (404 otherwise), with its workspace. */
-async function visibleKey(request: AdminRequest): Promise<{ key: ApiKeyRecord; workspace: WorkspaceRecord | null } | GatewayError> {
+/**
+ * The key of the path if the caller may see it (404 otherwise), with its workspace; within the
+ * `workspace_id` the caller names (body or query), if it names one.
+ */
+async function visibleKey(request: AdminRequest, namedInBody: string | undefined): Promise<{ key: ApiKeyRecord; workspace: WorkspaceRecord | null } | GatewayError> {
   const { deps, principal, ctx } = request
   const key = await deps.store.findApiKey(principal.organisationId, ctx.params.apiKeyId ?? '')
   if (key === null) return notFound('API key')
   if (principal.workspaceId !== null && key.workspaceId !== principal.workspaceId) return notFound('API key')
+  const misnamed = await checkNamedWorkspace(request, namedInBody, key.workspaceId, 'API key')
+  if (misnamed !== null) return misnamed
   const workspace = key.workspaceId === null ? null : await deps.store.findWorkspace(principal.organisationId, key.workspaceId)
   noteAction(ctx, { workspaceId: key.workspaceId, resourceId: key.id })
   return { key, workspace }
@@ -99,8 +107,12 @@ async function visibleKey(request: AdminRequest): Promise<{ key: ApiKeyRecord; w
  * workspace callers the right to manage the key's workspace, and rights that cover the key's own
  * (`mayActOn`).
  */
-async function changeableKey(request: AdminRequest, ...actions: string[]): Promise<{ key: ApiKeyRecord; workspace: WorkspaceRecord | null } | GatewayError> {
-  const found = await visibleKey(request)
+async function changeableKey(
+  request: AdminRequest,
+  namedInBody: string | undefined,
+  ...actions: string[]
+): Promise<{ key: ApiKeyRecord; workspace: WorkspaceRecord | null } | GatewayError> {
+  const found = await visibleKey(request, namedInBody)
   if (found instanceof GatewayError) return found
   const { deps, principal } = request
   if (!hasKeyScope(principal, found.key.type, ...actions)) {
@@ -213,7 +225,7 @@ async function listApiKeys(request: AdminRequest): Promise<Reply | GatewayError>
 }
 
 async function getApiKey(request: AdminRequest): Promise<Reply | GatewayError> {
-  const found = await visibleKey(request)
+  const found = await visibleKey(request, undefined)
   if (found instanceof GatewayError) return found
   if (!hasKeyScope(request.principal, found.key.type, 'read')) return gatewayError(ERRORS.GW_SCOPE_MISSING)
   return jsonReply(200, apiKeyView(found.key, found.workspace?.slug ?? found.key.workspaceId, request.deps.clock.now(), await keyUsage(request.deps, found.key)))
@@ -222,7 +234,7 @@ async function getApiKey(request: AdminRequest): Promise<Reply | GatewayError> {
 async function updateApiKey(request: AdminRequest): Promise<Reply | GatewayError> {
   const body = parseBody(request.ctx, updateApiKeyBody)
   if (!body.ok) return body.error
-  const found = await changeableKey(request, 'update')
+  const found = await changeableKey(request, body.value.workspace_id, 'update')
   if (found instanceof GatewayError) return found
   const { deps, principal } = request
   const { key } = found
@@ -254,7 +266,9 @@ async function updateApiKey(request: AdminRequest): Promise<Reply | GatewayError
 }
 
 async function deleteApiKey(request: AdminRequest): Promise<Reply | GatewayError> {
-  const found = await changeableKey(request, 'delete')
+  const body = parseBody(request.ctx, workspaceIdBody)
+  if (!body.ok) return body.error
+  const found = await changeableKey(request, body.value.workspace_id, 'delete')
   if (found instanceof GatewayError) return found
   const { deps, principal } = request
   const deleted = await commit(request, 200, (writer) => writer.deleteApiKey(principal.organisationId, found.key.id))
@@ -265,7 +279,7 @@ async function deleteApiKey(request: AdminRequest): Promise<Reply | GatewayError
 async function rotateApiKey(request: AdminRequest): Promise<Reply | GatewayError> {
   const body = parseBody(request.ctx, rotateApiKeyBody)
   if (!body.ok) return body.error
-  const found = await changeableKey(request, 'rotate', 'update')
+  const found = await changeableKey(request, body.value.workspace_id, 'rotate', 'update')
   if (found instanceof GatewayError) return found
   const { deps } = request
   const { key } = found

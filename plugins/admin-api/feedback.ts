@@ -6,7 +6,8 @@
  * reported as not found, never revealed); a batch (array, at most 100) is checked whole before any
  * of it is stored. Request logs are written in batches, so a trace that is not found yet makes the
  * sink flush once and is looked up again: feedback sent right after its request is accepted.
- * An update writes a new version of the entry (same id, later `updatedAt`).
+ * An update writes a new version of the entry (same id, later `updatedAt`); its optional
+ * `workspace_id` must name the entry's workspace, else 404 (access.ts `checkNamedWorkspace`).
  */
 import { randomUUID } from 'node:crypto'
 import { z } from 'zod'
@@ -15,9 +16,11 @@ import { ERRORS, gatewayError, type GatewayError } from '../../core/errors.js'
 import type { LogServices } from '../../core/log-exports.js'
 import type { FeedbackRecord, LogScope } from '../../core/logs.js'
 import { jsonReply, type Reply } from '../../core/plugin.js'
+import { checkNamedWorkspace } from './access.js'
 import { logServicesOf } from './analytics.js'
 import { METADATA_KEY, TRACE_ID, UUID } from './log-filters.js'
 import { notFound, parseBody, parseOneOrMany, type AdminDeps, type AdminRequest, type Handler, type Outcome } from './request.js'
+import { workspaceIdField } from './schemas.js'
 
 /** Entries of one `POST /v1/feedback`. */
 export const MAX_FEEDBACK_BATCH = 100
@@ -44,6 +47,7 @@ export const createFeedbackBody = z.union([feedbackItem, feedbackBatch])
 
 export const updateFeedbackBody = z
   .object({
+    workspace_id: workspaceIdField.optional(),
     value,
     weight: weight.optional().describe('0..1; absent keeps the current weight'),
     metadata: feedbackMetadata.nullable().optional().describe('Replaces the metadata; absent keeps it'),
@@ -105,7 +109,8 @@ async function createFeedback({ ctx, principal, deps }: AdminRequest): Promise<R
   return jsonReply(200, { status: 'success', message: records.length === 1 ? 'feedback saved' : `${records.length} feedbacks saved`, feedback_ids: records.map((record) => record.id) })
 }
 
-async function updateFeedback({ ctx, principal, deps }: AdminRequest): Promise<Reply | GatewayError> {
+async function updateFeedback(request: AdminRequest): Promise<Reply | GatewayError> {
+  const { ctx, principal, deps } = request
   const ports = logServicesOf(deps)
   if (!ports.ok) return ports.error
   const body = parseBody(ctx, updateFeedbackBody)
@@ -115,6 +120,8 @@ async function updateFeedback({ ctx, principal, deps }: AdminRequest): Promise<R
   const existing = await ports.value.analytics.findFeedback(callerScope(principal), id.toLowerCase())
   if (existing === null) return notFound('feedback')
   const input = body.value
+  const misnamed = await checkNamedWorkspace(request, input.workspace_id, existing.workspaceId, 'feedback')
+  if (misnamed !== null) return misnamed
   const updated: FeedbackRecord = {
     ...existing,
     value: input.value,

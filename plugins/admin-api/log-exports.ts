@@ -12,20 +12,25 @@
  *
  * Visibility: a workspace key sees and runs only its workspace's exports (others are not found);
  * an organisation key sees all of its organisation's, and creates them for the workspace named by
- * `workspace_id` or `filters.workspace_slug`, or for the whole organisation.
+ * `workspace_id` or `filters.workspace_slug`, or for the whole organisation. On get, download,
+ * start and cancel an optional `workspace_id` (query; body on start and cancel) must name the
+ * export's workspace, else 404 (access.ts `checkNamedWorkspace`; an organisation-wide export lives
+ * in no workspace). On update, `workspace_id` is a field of the export: it moves the export to
+ * that workspace (organisation keys; a workspace key may name only its own).
  */
 import { createHmac, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto'
 import { z } from 'zod'
 import type { Principal } from '../../core/context.js'
-import { ERRORS, gatewayError, type GatewayError } from '../../core/errors.js'
+import { ERRORS, GatewayError, gatewayError } from '../../core/errors.js'
 import { EXPORT_FIELDS, type ExportField, type ExportRecord, type ExportStore } from '../../core/log-exports.js'
 import type { LogAnalytics, StoredLog } from '../../core/logs.js'
 import { jsonReply, type Reply } from '../../core/plugin.js'
+import { checkNamedWorkspace } from './access.js'
 import { logServicesOf } from './analytics.js'
 import { bodyView, centsOf, workspaceSlugOf } from './logs.js'
 import { exportFilterFields, exportFilterValues, logScopeOf, parseFilterInput, toLogFilter, UUID, type FilterInput } from './log-filters.js'
 import { invalid, noteAction, notFound, nowIso, pageOf, parseBody, parseQuery, type AdminDeps, type AdminRequest, type Handler, type Outcome, type PublicHandler, type PublicRequest } from './request.js'
-import { snakePaging } from './schemas.js'
+import { snakePaging, workspaceIdBody, workspaceIdField } from './schemas.js'
 import { listView } from './views.js'
 
 /** Logs read from the store per batch while exporting. */
@@ -65,7 +70,7 @@ export const updateExportBody = z
 
 export const listExportsQuery = z.object({
   ...snakePaging,
-  workspace_id: z.string().min(1).max(200).optional(),
+  workspace_id: workspaceIdField.optional(),
 })
 
 export const exportFileQuery = z.object({
@@ -268,6 +273,16 @@ async function visibleExport(store: ExportStore, principal: Principal, id: strin
   return record
 }
 
+/**
+ * The export of the path if the caller may see it and it lives in the `workspace_id` named (body
+ * or query), if one is; else 404.
+ */
+async function pathExport(request: AdminRequest, store: ExportStore, namedInBody: string | undefined): Promise<ExportRecord | GatewayError> {
+  const record = await visibleExport(store, request.principal, request.ctx.params.exportId)
+  if (record === null) return notFound('export')
+  return (await checkNamedWorkspace(request, namedInBody, record.workspaceId, 'export')) ?? record
+}
+
 function conflict(message: string): GatewayError {
   return gatewayError(ERRORS.GW_ADMIN_CONFLICT, message)
 }
@@ -350,12 +365,12 @@ async function listExports({ ctx, principal, deps }: AdminRequest): Promise<Repl
   return jsonReply(200, listView(page.total, data))
 }
 
-async function getExport({ ctx, principal, deps }: AdminRequest): Promise<Reply | GatewayError> {
-  const ports = logServicesOf(deps)
+async function getExport(request: AdminRequest): Promise<Reply | GatewayError> {
+  const ports = logServicesOf(request.deps)
   if (!ports.ok) return ports.error
-  const record = await visibleExport(ports.value.exports, principal, ctx.params.exportId)
-  if (record === null) return notFound('export')
-  return jsonReply(200, await exportView(deps, record))
+  const record = await pathExport(request, ports.value.exports, undefined)
+  if (record instanceof GatewayError) return record
+  return jsonReply(200, await exportView(request.deps, record))
 }
 
 async function updateExport({ ctx, principal, deps }: AdminRequest): Promise<Reply | GatewayError> {
@@ -394,11 +409,14 @@ async function updateExport({ ctx, principal, deps }: AdminRequest): Promise<Rep
 }
 
 function startExport(jobs: ExportJobs): Handler {
-  return async ({ ctx, principal, deps }: AdminRequest): Promise<Reply | GatewayError> => {
+  return async (request: AdminRequest): Promise<Reply | GatewayError> => {
+    const { ctx, deps } = request
     const ports = logServicesOf(deps)
     if (!ports.ok) return ports.error
-    const record = await visibleExport(ports.value.exports, principal, ctx.params.exportId)
-    if (record === null) return notFound('export')
+    const body = parseBody(ctx, workspaceIdBody)
+    if (!body.ok) return body.error
+    const record = await pathExport(request, ports.value.exports, body.value.workspace_id)
+    if (record instanceof GatewayError) return record
     if (record.status === 'in_progress') return conflict('The export is already running')
     if (jobs.running >= deps.config.maxRunningExports) return conflict('Too many exports are running on this instance: retry when one has ended')
     const started: ExportRecord = { ...record, status: 'in_progress', total: 0, error: null, signingKey: newSigningKey(), lastUpdatedAt: nowIso(deps, record.lastUpdatedAt) }
@@ -409,11 +427,14 @@ function startExport(jobs: ExportJobs): Handler {
 }
 
 function cancelExport(jobs: ExportJobs): Handler {
-  return async ({ ctx, principal, deps }: AdminRequest): Promise<Reply | GatewayError> => {
+  return async (request: AdminRequest): Promise<Reply | GatewayError> => {
+    const { ctx, deps } = request
     const ports = logServicesOf(deps)
     if (!ports.ok) return ports.error
-    const record = await visibleExport(ports.value.exports, principal, ctx.params.exportId)
-    if (record === null) return notFound('export')
+    const body = parseBody(ctx, workspaceIdBody)
+    if (!body.ok) return body.error
+    const record = await pathExport(request, ports.value.exports, body.value.workspace_id)
+    if (record instanceof GatewayError) return record
     if (record.status !== 'in_progress') return conflict(`The export is not running (status ${record.status})`)
     const stopped: ExportRecord = { ...record, status: 'stopped', lastUpdatedAt: nowIso(deps, record.lastUpdatedAt) }
     if (!(await ports.value.exports.update(stopped, record.lastUpdatedAt))) return gatewayError(ERRORS.GW_ADMIN_STALE)
@@ -422,11 +443,12 @@ function cancelExport(jobs: ExportJobs): Handler {
   }
 }
 
-async function downloadExport({ ctx, principal, deps }: AdminRequest): Promise<Reply | GatewayError> {
+async function downloadExport(request: AdminRequest): Promise<Reply | GatewayError> {
+  const deps = request.deps
   const ports = logServicesOf(deps)
   if (!ports.ok) return ports.error
-  const record = await visibleExport(ports.value.exports, principal, ctx.params.exportId)
-  if (record === null) return notFound('export')
+  const record = await pathExport(request, ports.value.exports, undefined)
+  if (record instanceof GatewayError) return record
   if (record.status !== 'success') return conflict(`The export has no file (status ${record.status}): start it and wait for status success`)
   const path = signedPath(record, deps.clock.now() + deps.config.exportLinkTtlMs)
   return jsonReply(200, { signed_url: `${deps.config.publicUrl}${path}` })

@@ -31,6 +31,8 @@ import {
   updateMemberBody,
   updateUserBody,
   updateWorkspaceBody,
+  workspaceIdBody,
+  workspaceIdQuery,
 } from './schemas.js'
 import { createVirtualKeyBody, listVirtualKeysQuery, updateVirtualKeyBody, virtualKeyWorkspaceQuery } from './virtual-keys.js'
 import { createFeedbackBody, updateFeedbackBody } from './feedback.js'
@@ -59,14 +61,14 @@ export const OPERATION_SCHEMAS: Readonly<Record<string, OperationSchemas>> = {
 
   'admin.workspaces.create': { summary: 'Create a workspace', body: createWorkspaceBody },
   'admin.workspaces.list': { summary: 'List workspaces', query: listWorkspacesQuery },
-  'admin.workspaces.get': { summary: 'Get a workspace with its members' },
+  'admin.workspaces.get': { summary: 'Get a workspace with its members', query: workspaceIdQuery },
   'admin.workspaces.update': { summary: 'Update a workspace', body: updateWorkspaceBody },
   'admin.workspaces.delete': { summary: 'Delete a workspace (409 while it has dependants, unless force_delete)', body: deleteWorkspaceBody, query: deleteWorkspaceQuery },
   'admin.workspaces.members.add': { summary: 'Add users to a workspace', body: addMembersBody },
   'admin.workspaces.members.list': { summary: 'List the members of a workspace', query: listMembersQuery },
-  'admin.workspaces.members.get': { summary: 'Get a workspace member' },
+  'admin.workspaces.members.get': { summary: 'Get a workspace member', query: workspaceIdQuery },
   'admin.workspaces.members.update': { summary: "Change a member's workspace role", body: updateMemberBody },
-  'admin.workspaces.members.delete': { summary: 'Remove a member from a workspace (revokes their user keys there)' },
+  'admin.workspaces.members.delete': { summary: 'Remove a member from a workspace (revokes their user keys there)', body: workspaceIdBody, query: workspaceIdQuery },
 
   'admin.invites.create': { summary: 'Invite a user to the organisation', body: createInviteBody },
   'admin.invites.list': { summary: 'List invites', query: listInvitesQuery },
@@ -85,9 +87,9 @@ export const OPERATION_SCHEMAS: Readonly<Record<string, OperationSchemas>> = {
   'api-keys.workspace-service.create': { summary: 'Create a workspace service key; the secret is returned only here', body: createApiKeyBody },
   'api-keys.workspace-user.create': { summary: 'Create a workspace user key; the secret is returned only here', body: createApiKeyBody },
   'api-keys.list': { summary: 'List API keys (secrets masked)', query: listApiKeysQuery },
-  'api-keys.get': { summary: 'Get an API key (secret masked)' },
+  'api-keys.get': { summary: 'Get an API key (secret masked)', query: workspaceIdQuery },
   'api-keys.update': { summary: 'Update an API key', body: updateApiKeyBody },
-  'api-keys.delete': { summary: 'Delete an API key' },
+  'api-keys.delete': { summary: 'Delete an API key', body: workspaceIdBody, query: workspaceIdQuery },
   'api-keys.rotate': { summary: 'Rotate an API key: a new secret; the old one works until the transition ends', body: rotateApiKeyBody },
 
   'virtual-keys.create': {
@@ -101,7 +103,7 @@ export const OPERATION_SCHEMAS: Readonly<Record<string, OperationSchemas>> = {
     body: updateVirtualKeyBody,
     query: virtualKeyWorkspaceQuery,
   },
-  'virtual-keys.delete': { summary: 'Delete a virtual key (its next use answers 404)', query: virtualKeyWorkspaceQuery },
+  'virtual-keys.delete': { summary: 'Delete a virtual key (its next use answers 404)', body: workspaceIdBody, query: virtualKeyWorkspaceQuery },
 
   'audit-logs.list': { summary: 'List audit log entries (state-changing Admin API requests, refused ones included)', query: listAuditLogsQuery },
 
@@ -121,11 +123,11 @@ export const OPERATION_SCHEMAS: Readonly<Record<string, OperationSchemas>> = {
   'logs.get': { summary: 'Get one log by request id or trace id (bodies only when stored, secrets masked; headers never)' },
   'logs.exports.create': { summary: 'Create a log export (status draft)', body: createExportBody },
   'logs.exports.list': { summary: 'List log exports', query: listExportsQuery },
-  'logs.exports.get': { summary: 'Get a log export' },
+  'logs.exports.get': { summary: 'Get a log export', query: workspaceIdQuery },
   'logs.exports.update': { summary: 'Change a log export that is not running (it becomes draft again)', body: updateExportBody },
-  'logs.exports.start': { summary: 'Start (or re-run) a log export in the background' },
-  'logs.exports.cancel': { summary: 'Cancel a running log export (status stopped)' },
-  'logs.exports.download': { summary: 'A signed URL of the export file (JSON Lines), valid for exportLinkTtlMs' },
+  'logs.exports.start': { summary: 'Start (or re-run) a log export in the background', body: workspaceIdBody },
+  'logs.exports.cancel': { summary: 'Cancel a running log export (status stopped)', body: workspaceIdBody },
+  'logs.exports.download': { summary: 'A signed URL of the export file (JSON Lines), valid for exportLinkTtlMs', query: workspaceIdQuery },
   'logs.exports.file': { summary: 'The export file (JSON Lines) behind a signed URL (the signature is the credential)', query: exportFileQuery },
   'openapi.get': { summary: 'This OpenAPI document' },
 }

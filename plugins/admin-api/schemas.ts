@@ -39,6 +39,23 @@ export const usageLimitRule = z
 
 const metadata = z.record(z.string().max(128), z.string().max(1024))
 
+/**
+ * `workspace_id` (slug or UUID) as any Admin API call may send it (API.md §1: query on reads, body on
+ * writes, either on DELETE). On a route whose path names the resource it is a check, not a selector:
+ * it must name the resource's workspace, else 404 (access.ts `checkNamedWorkspace`).
+ */
+export const workspaceIdField = z
+  .string()
+  .min(1)
+  .max(200)
+  .describe("Workspace slug or UUID. On a resource's own path it must name the workspace the resource lives in (else 404)")
+
+/** `workspace_id` in the query string (reads, and DELETE), checked by `checkNamedWorkspace`. */
+export const workspaceIdQuery = z.object({ workspace_id: workspaceIdField.optional() })
+
+/** The body of a route that takes nothing but `workspace_id` (DELETE, rotate-like actions). */
+export const workspaceIdBody = z.object({ workspace_id: workspaceIdField.optional() }).strict()
+
 export const requestDefaults = z
   .object({
     metadata: metadata.nullable().optional(),
@@ -93,6 +110,7 @@ export const createWorkspaceBody = z
 
 export const updateWorkspaceBody = z
   .object({
+    workspace_id: workspaceIdField.optional(),
     name: name.optional(),
     description: description.optional(),
     defaults: requestDefaults.nullable().optional(),
@@ -103,6 +121,7 @@ export const updateWorkspaceBody = z
 
 export const deleteWorkspaceBody = z
   .object({
+    workspace_id: workspaceIdField.optional(),
     name: z.string().optional(),
     force_delete: z.boolean().optional(),
   })
@@ -116,10 +135,12 @@ export const listWorkspacesQuery = z.object({
 
 export const deleteWorkspaceQuery = z.object({
   force_delete: z.enum(['true', 'false']).optional(),
+  workspace_id: workspaceIdField.optional(),
 })
 
 export const addMembersBody = z
   .object({
+    workspace_id: workspaceIdField.optional(),
     users: z
       .array(z.object({ id: z.string().min(1), role: workspaceRole.default('member') }).strict())
       .min(1)
@@ -127,10 +148,11 @@ export const addMembersBody = z
   })
   .strict()
 
-export const updateMemberBody = z.object({ role: workspaceRole }).strict()
+export const updateMemberBody = z.object({ workspace_id: workspaceIdField.optional(), role: workspaceRole }).strict()
 
 export const listMembersQuery = z.object({
   ...snakePaging,
+  workspace_id: workspaceIdField.optional(),
   role: workspaceRole.optional(),
   email: z.string().trim().toLowerCase().max(320).optional(),
 })
@@ -156,6 +178,7 @@ export const createApiKeyBody = z
 
 export const updateApiKeyBody = z
   .object({
+    workspace_id: workspaceIdField.optional(),
     name: name.optional(),
     description: description.optional(),
     scopes: z.array(z.string().min(1)).min(1).max(200).optional(),
@@ -173,6 +196,7 @@ export const MIN_KEY_TRANSITION_MS = 1_800_000
 
 export const rotateApiKeyBody = z
   .object({
+    workspace_id: workspaceIdField.optional(),
     key_transition_period_ms: z.number().int().min(MIN_KEY_TRANSITION_MS).max(30 * 24 * 3_600_000).optional(),
   })
   .strict()

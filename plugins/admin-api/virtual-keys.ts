@@ -3,9 +3,10 @@
  * slug (`x-gateway-virtual-key`) instead of sending the provider key.
  *
  * Rules on top of the route's scope check (`virtual_keys.*`):
- * - an Admin API key names the workspace with `workspace_id` (body on create, query on reads,
- *   optional on get/update/delete); a workspace key or JWT is locked to its workspace, and another
- *   workspace's virtual key is reported as not found;
+ * - an Admin API key names the workspace with `workspace_id` (body on create; on get, update and
+ *   delete optional, in the query or, for update and delete, the body, and then it must be the
+ *   virtual key's workspace, else 404: access.ts `checkNamedWorkspace`); a workspace key or JWT is
+ *   locked to its workspace, and another workspace's virtual key is reported as not found;
  * - creating, changing and deleting need a workspace admin or manager (members are read-only);
  * - the provider key (`key`, or `keys`: several keys of the same provider used in turn, round
  *   robin) is write-only: it is sealed with the master key (AES-256-GCM) before it reaches the
@@ -28,7 +29,7 @@ import { ERRORS, GatewayError, isGatewayError } from '../../core/errors.js'
 import { jsonReply, type Reply } from '../../core/plugin.js'
 import { CHANGE_CHANNELS, type VirtualKeyRecord, type WorkspaceRecord } from '../../core/ports.js'
 import { maskSecret } from '../../core/secrets.js'
-import { canManage, targetWorkspace, visibleWorkspace } from './access.js'
+import { canManage, checkNamedWorkspace, targetWorkspace, visibleWorkspace } from './access.js'
 import { rateLimitsOf, usageLimitOf } from './inputs.js'
 import {
   budgetUsage,
@@ -46,7 +47,7 @@ import {
   type AdminRequest,
   type Handler,
 } from './request.js'
-import { isoDateTime, snakePaging, usageLimitRule } from './schemas.js'
+import { isoDateTime, snakePaging, usageLimitRule, workspaceIdBody, workspaceIdField, workspaceIdQuery } from './schemas.js'
 import { listView, rateLimitsView, usageLimitView } from './views.js'
 
 // ---------------------------------------------------------------------------------------------
@@ -102,7 +103,7 @@ export const createVirtualKeyBody = z
   .object({
     name: vkName,
     provider: z.string().trim().min(1).max(100),
-    workspace_id: z.string().min(1).max(200).optional(),
+    workspace_id: workspaceIdField.optional(),
     ...virtualKeyFields,
   })
   .strict()
@@ -110,6 +111,7 @@ export const createVirtualKeyBody = z
 
 export const updateVirtualKeyBody = z
   .object({
+    workspace_id: workspaceIdField.optional(),
     name: vkName.optional(),
     provider: z
       .string()
@@ -127,13 +129,11 @@ export const updateVirtualKeyBody = z
 
 export const listVirtualKeysQuery = z.object({
   ...snakePaging,
-  workspace_id: z.string().min(1).max(200).optional(),
+  workspace_id: workspaceIdField.optional(),
 })
 
-/** `workspace_id` an Admin API key may add to get, update and delete. */
-export const virtualKeyWorkspaceQuery = z.object({
-  workspace_id: z.string().min(1).max(200).optional(),
-})
+/** `workspace_id` an Admin API key may add to get, update and delete (checked, not a selector). */
+export const virtualKeyWorkspaceQuery = workspaceIdQuery
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -246,26 +246,25 @@ interface Found {
 
 /**
  * The virtual key of the path if the caller may see it (404 otherwise): a workspace caller only
- * its workspace's, an Admin API key any (within the `workspace_id` it names, if it names one).
+ * its workspace's, an Admin API key any; either within the `workspace_id` it names (body or query),
+ * if it names one.
  */
-async function visibleKey(request: AdminRequest): Promise<Found | GatewayError> {
+async function visibleKey(request: AdminRequest, namedInBody: string | undefined): Promise<Found | GatewayError> {
   const { deps, principal, ctx } = request
-  const query = parseQuery(ctx, virtualKeyWorkspaceQuery)
-  if (!query.ok) return query.error
   const key = await deps.store.findVirtualKey(principal.organisationId, ctx.params.virtualKeyId ?? '')
   if (key === null) return notFound('Virtual key')
   if (principal.workspaceId !== null && key.workspaceId !== principal.workspaceId) return notFound('Virtual key')
   const workspace = await deps.store.findWorkspace(principal.organisationId, key.workspaceId)
   if (workspace === null) return notFound('Virtual key')
-  const named = query.value.workspace_id
-  if (named !== undefined && named !== workspace.id && named !== workspace.slug) return notFound('Virtual key')
+  const misnamed = await checkNamedWorkspace(request, namedInBody, workspace.id, 'Virtual key')
+  if (misnamed !== null) return misnamed
   noteAction(ctx, { workspaceId: key.workspaceId, resourceId: key.id })
   return { key, workspace }
 }
 
 /** The virtual key of the path if the caller may also change it (403 for read-only members). */
-async function changeableKey(request: AdminRequest): Promise<Found | GatewayError> {
-  const found = await visibleKey(request)
+async function changeableKey(request: AdminRequest, namedInBody: string | undefined): Promise<Found | GatewayError> {
+  const found = await visibleKey(request, namedInBody)
   if (found instanceof GatewayError) return found
   if (!(await canManage(request.deps, request.principal, found.workspace))) return forbidden('Only workspace admins and managers can change virtual keys')
   return found
@@ -353,7 +352,7 @@ async function listVirtualKeys(request: AdminRequest): Promise<Reply | GatewayEr
 }
 
 async function getVirtualKey(request: AdminRequest): Promise<Reply | GatewayError> {
-  const found = await visibleKey(request)
+  const found = await visibleKey(request, undefined)
   if (found instanceof GatewayError) return found
   return jsonReply(200, virtualKeyView(request.deps, found.key, found.workspace.slug, request.deps.clock.now(), await keyUsage(request.deps, found.key)))
 }
@@ -361,7 +360,7 @@ async function getVirtualKey(request: AdminRequest): Promise<Reply | GatewayErro
 async function updateVirtualKey(request: AdminRequest): Promise<Reply | GatewayError> {
   const body = parseBody(request.ctx, updateVirtualKeyBody)
   if (!body.ok) return body.error
-  const found = await changeableKey(request)
+  const found = await changeableKey(request, body.value.workspace_id)
   if (found instanceof GatewayError) return found
   const { deps } = request
   const { key } = found
@@ -401,7 +400,9 @@ async function updateVirtualKey(request: AdminRequest): Promise<Reply | GatewayE
 }
 
 async function deleteVirtualKey(request: AdminRequest): Promise<Reply | GatewayError> {
-  const found = await changeableKey(request)
+  const body = parseBody(request.ctx, workspaceIdBody)
+  if (!body.ok) return body.error
+  const found = await changeableKey(request, body.value.workspace_id)
   if (found instanceof GatewayError) return found
   const { deps, principal } = request
   await commit(request, 200, (writer) => writer.deleteVirtualKey(principal.organisationId, found.key.id))

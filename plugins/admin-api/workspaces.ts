@@ -1,7 +1,9 @@
 /**
  * Workspaces and their members (`/v1/admin/workspaces…`, API.md §5). Admin keys create and
  * delete workspaces; workspace admins and managers change their workspace and its members; only a
- * workspace admin grants the admin role.
+ * workspace admin grants the admin role. Every route on one workspace's path also takes an
+ * optional `workspace_id` (query; body on writes; either on DELETE) that must name the workspace
+ * of the path, else 404 (access.ts `checkNamedWorkspace`).
  */
 import { randomBytes, randomUUID } from 'node:crypto'
 import type { BudgetUsage } from '../../core/budgets.js'
@@ -9,7 +11,7 @@ import type { Principal } from '../../core/context.js'
 import { ERRORS, GatewayError, gatewayError } from '../../core/errors.js'
 import { jsonReply, type Reply } from '../../core/plugin.js'
 import { CHANGE_CHANNELS, type AdminWriter, type ApiKeyRecord, type UserRecord, type WorkspaceRecord, type WorkspaceRole } from '../../core/ports.js'
-import { canManage, rankOf, RANKS, userRank, visibleWorkspace } from './access.js'
+import { canManage, checkNamedWorkspace, rankOf, RANKS, userRank, visibleWorkspace } from './access.js'
 import { defaultsOf, rateLimitsOf, usageLimitOf } from './inputs.js'
 import {
   budgetUsage,
@@ -36,6 +38,7 @@ import {
   listWorkspacesQuery,
   updateMemberBody,
   updateWorkspaceBody,
+  workspaceIdBody,
 } from './schemas.js'
 import { listView, memberView, workspaceView } from './views.js'
 
@@ -61,17 +64,19 @@ export function publishKeyChanges(deps: AdminDeps, keys: readonly ApiKeyRecord[]
   }
 }
 
-/** The workspace of the path, visible to the caller, or 404. */
-async function pathWorkspace(request: AdminRequest): Promise<WorkspaceRecord | GatewayError> {
+/** The workspace of the path, visible to the caller and the one `workspace_id` names (if named), or 404. */
+async function pathWorkspace(request: AdminRequest, namedInBody: string | undefined): Promise<WorkspaceRecord | GatewayError> {
   const workspace = await visibleWorkspace(request.deps, request.principal, request.ctx.params.workspaceId)
   if (workspace === null) return notFound('Workspace')
+  const misnamed = await checkNamedWorkspace(request, namedInBody, workspace.id, 'Workspace')
+  if (misnamed !== null) return misnamed
   noteAction(request.ctx, { workspaceId: workspace.id })
   return workspace
 }
 
 /** The workspace of the path if the caller may manage it; 404 when invisible, 403 when read-only. */
-async function managedWorkspace(request: AdminRequest): Promise<WorkspaceRecord | GatewayError> {
-  const workspace = await pathWorkspace(request)
+async function managedWorkspace(request: AdminRequest, namedInBody: string | undefined): Promise<WorkspaceRecord | GatewayError> {
+  const workspace = await pathWorkspace(request, namedInBody)
   if (workspace instanceof GatewayError) return workspace
   if (!(await canManage(request.deps, request.principal, workspace))) return forbidden('Only workspace admins and managers can change this workspace')
   return workspace
@@ -157,7 +162,7 @@ async function listWorkspaces(request: AdminRequest): Promise<Reply | GatewayErr
 }
 
 async function getWorkspace(request: AdminRequest): Promise<Reply | GatewayError> {
-  const workspace = await pathWorkspace(request)
+  const workspace = await pathWorkspace(request, undefined)
   if (workspace instanceof GatewayError) return workspace
   const members = await request.deps.store.listMembers(workspace.id, {}, { offset: 0, limit: EMBEDDED_MEMBERS })
   const usage = await workspaceUsage(request.deps, workspace)
@@ -167,7 +172,7 @@ async function getWorkspace(request: AdminRequest): Promise<Reply | GatewayError
 async function updateWorkspace(request: AdminRequest): Promise<Reply | GatewayError> {
   const body = parseBody(request.ctx, updateWorkspaceBody)
   if (!body.ok) return body.error
-  const workspace = await managedWorkspace(request)
+  const workspace = await managedWorkspace(request, body.value.workspace_id)
   if (workspace instanceof GatewayError) return workspace
   const { deps } = request
   const input = body.value
@@ -190,7 +195,7 @@ async function deleteWorkspace(request: AdminRequest): Promise<Reply | GatewayEr
   if (!body.ok) return body.error
   const query = parseQuery(request.ctx, deleteWorkspaceQuery)
   if (!query.ok) return query.error
-  const workspace = await pathWorkspace(request)
+  const workspace = await pathWorkspace(request, body.value.workspace_id)
   if (workspace instanceof GatewayError) return workspace
   const { deps, principal } = request
   if (body.value.name !== undefined && body.value.name !== workspace.name) return invalid('name: does not match the workspace name', 'name')
@@ -213,7 +218,7 @@ async function deleteWorkspace(request: AdminRequest): Promise<Reply | GatewayEr
 async function addMembers(request: AdminRequest): Promise<Reply | GatewayError> {
   const body = parseBody(request.ctx, addMembersBody)
   if (!body.ok) return body.error
-  const workspace = await managedWorkspace(request)
+  const workspace = await managedWorkspace(request, body.value.workspace_id)
   if (workspace instanceof GatewayError) return workspace
   const { deps, principal } = request
   const seen = new Set<string>()
@@ -236,7 +241,7 @@ async function addMembers(request: AdminRequest): Promise<Reply | GatewayError> 
 async function listMembers(request: AdminRequest): Promise<Reply | GatewayError> {
   const query = parseQuery(request.ctx, listMembersQuery)
   if (!query.ok) return query.error
-  const workspace = await pathWorkspace(request)
+  const workspace = await pathWorkspace(request, undefined)
   if (workspace instanceof GatewayError) return workspace
   const { current_page, page_size, role, email } = query.value
   const page = await request.deps.store.listMembers(
@@ -248,7 +253,7 @@ async function listMembers(request: AdminRequest): Promise<Reply | GatewayError>
 }
 
 async function getMember(request: AdminRequest): Promise<Reply | GatewayError> {
-  const workspace = await pathWorkspace(request)
+  const workspace = await pathWorkspace(request, undefined)
   if (workspace instanceof GatewayError) return workspace
   const entry = await request.deps.store.findMember(workspace.id, request.ctx.params.userId ?? '')
   return entry === null ? notFound('Workspace member') : jsonReply(200, memberView(entry, workspace))
@@ -257,7 +262,7 @@ async function getMember(request: AdminRequest): Promise<Reply | GatewayError> {
 async function updateMember(request: AdminRequest): Promise<Reply | GatewayError> {
   const body = parseBody(request.ctx, updateMemberBody)
   if (!body.ok) return body.error
-  const workspace = await managedWorkspace(request)
+  const workspace = await managedWorkspace(request, body.value.workspace_id)
   if (workspace instanceof GatewayError) return workspace
   const { deps, principal } = request
   const entry = await deps.store.findMember(workspace.id, request.ctx.params.userId ?? '')
@@ -272,7 +277,9 @@ async function updateMember(request: AdminRequest): Promise<Reply | GatewayError
 }
 
 async function deleteMember(request: AdminRequest): Promise<Reply | GatewayError> {
-  const workspace = await managedWorkspace(request)
+  const body = parseBody(request.ctx, workspaceIdBody)
+  if (!body.ok) return body.error
+  const workspace = await managedWorkspace(request, body.value.workspace_id)
   if (workspace instanceof GatewayError) return workspace
   const { deps, principal } = request
   const entry = await deps.store.findMember(workspace.id, request.ctx.params.userId ?? '')
