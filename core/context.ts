@@ -189,7 +189,9 @@ export class RequestContext {
   /**
    * The secret the caller authenticated with (API key or JWT), for this request only: the principal
    * is cached and shared between requests, so it must never hold it. Forward drops every header
-   * whose value carries it, so the gateway credential never reaches a provider. Never logged.
+   * whose value carries it, so the gateway credential never reaches a provider. Never logged or
+   * stored: when auth refused a JWT, the audit plugin reads only its unverified organisation and
+   * subject claims, to file the refusal's audit entry.
    * written by: auth
    */
   gatewayCredential: string | null = null

@@ -106,6 +106,14 @@ interface Finished {
   readonly body?: JsonObject | null
   readonly note?: AdminActionNote | null
   readonly error?: ReturnType<typeof gatewayError> | null
+  /** What auth kept of the presented credential (`ctx.gatewayCredential`). */
+  readonly credential?: string | null
+}
+
+/** A JWS compact token with these claims and a signature nobody checks here. */
+function unsignedJwt(claims: Record<string, unknown>): string {
+  const part = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url')
+  return `${part({ alg: 'RS256', kid: 'k1' })}.${part(claims)}.${Buffer.from('not a signature').toString('base64url')}`
 }
 
 /** The context of a finished admin request, as the pipeline hands it to onLog. */
@@ -130,6 +138,7 @@ function finished(options: Finished = {}): RequestContext {
   ctx.status = options.status ?? 403
   ctx.adminAction = options.note ?? null
   ctx.error = options.error ?? null
+  ctx.gatewayCredential = options.credential ?? null
   return ctx
 }
 
@@ -239,6 +248,57 @@ describe('audit plugin', () => {
     await until(async () => (await entries()).length === 2, 'the second entry')
     expect(lookups).toHaveBeenCalledTimes(1)
     for (const entry of await entries()) expect(entry).toMatchObject({ organisationId: ORGANISATION_ID, userId: null, responseStatusCode: 401 })
+  })
+
+  it('files a refused JWT under the organisation it claims when that exists, as user_type user with its subject; never stores the token', async () => {
+    const otherOrganisation = randomUUID()
+    await store.bootstrap({
+      organisation: { id: otherOrganisation, name: 'Other', createdAt: NOW, jwt: null },
+      owner: { id: randomUUID(), organisationId: otherOrganisation, email: 'o@other.test', firstName: 'O', lastName: '', role: 'owner', passwordHash: null, createdAt: NOW, lastUpdatedAt: NOW },
+      workspace: { id: randomUUID(), slug: 'ws-other', organisationId: otherOrganisation, name: 'Other', description: null, defaults: null, usageLimits: [], rateLimits: [], createdAt: NOW, lastUpdatedAt: NOW },
+      membership: { workspaceId: randomUUID(), userId: randomUUID(), organisationId: otherOrganisation, role: 'admin', createdAt: NOW, lastUpdatedAt: NOW },
+      adminKey: { ...(await store.findApiKey(ORGANISATION_ID, ADMIN_KEY_ID))!, id: randomUUID(), keyHash: 'b'.repeat(64), organisationId: otherOrganisation },
+    })
+    const lookups = vi.spyOn(store, 'findOrganisation')
+    const auditPlugin = plugin()
+    const token = unsignedJwt({ gateway_oid: otherOrganisation.toUpperCase(), sub: 'mallory@example.test', exp: 1 })
+    const inOther = async () => (await store.listAuditEntries(otherOrganisation, {}, ALL)).items
+    auditPlugin.onLog(finished({ principal: null, status: 401, credential: token }))
+    await until(async () => (await inOther()).length === 1, 'the first entry in the claimed organisation')
+    auditPlugin.onLog(finished({ principal: null, status: 401, credential: unsignedJwt({ organisation_id: otherOrganisation, uid: 'u-7' }) }))
+    await until(async () => (await inOther()).length === 2, 'both entries in the claimed organisation')
+    expect((await inOther()).map((entry) => [entry.userType, entry.userId, entry.apiKeyId, entry.responseStatusCode]).sort()).toEqual([
+      ['user', 'mallory@example.test', null, 401],
+      ['user', 'u-7', null, 401],
+    ])
+    expect(JSON.stringify(await inOther())).not.toContain(token.split('.')[1])
+    expect(await entries()).toHaveLength(0)
+    // An existing organisation is remembered: the second entry did not look it up again.
+    expect(lookups).toHaveBeenCalledTimes(1)
+  })
+
+  it('files a refused JWT naming no existing organisation (or none) under the first organisation, still as its user', async () => {
+    const auditPlugin = plugin()
+    auditPlugin.onLog(finished({ principal: null, status: 401, credential: unsignedJwt({ gateway_oid: randomUUID(), email_id: 'eve@example.test' }) }))
+    auditPlugin.onLog(finished({ principal: null, status: 401, credential: unsignedJwt({ gateway_oid: 'not-a-uuid' }) }))
+    auditPlugin.onLog(finished({ principal: null, status: 401, credential: 'gw-not-a-jwt-just-a-bad-key' }))
+    await until(async () => (await entries()).length === 3, 'three entries')
+    const actors = (await entries()).map((entry) => [entry.organisationId, entry.userType, entry.userId])
+    expect(actors).toHaveLength(3)
+    expect(actors).toEqual(
+      expect.arrayContaining([
+        [ORGANISATION_ID, 'api_key', null],
+        [ORGANISATION_ID, 'user', 'eve@example.test'],
+        [ORGANISATION_ID, 'user', null],
+      ]),
+    )
+  })
+
+  it('ignores the credential of an authenticated request (its principal says who acted)', async () => {
+    const auditPlugin = plugin()
+    auditPlugin.onLog(finished({ status: 403, credential: unsignedJwt({ gateway_oid: randomUUID(), sub: 'someone-else' }) }))
+    await until(async () => (await entries()).length === 1, 'the entry')
+    expect((await entries())[0]).toMatchObject({ userType: 'api_key', userId: ADMIN_KEY_ID })
   })
 
   it('records a client abort before the reply as 499, or as the error it was about to get', async () => {
