@@ -5,6 +5,10 @@
  * per loop iteration, so work that yields with `setImmediate` (or to I/O) between slices lands in
  * different turns, and work done in one synchronous run lands in one.
  */
+import { vi } from 'vitest'
+import type { LogRecord } from '../../core/ports.js'
+import { logRecord } from './log-records.js'
+
 export interface TurnCounter {
   /** Notes one unit of work in the current turn. */
   mark(): void
@@ -44,5 +48,38 @@ export function countTurns(): TurnCounter {
       if (handle !== null) clearImmediate(handle)
       handle = null
     },
+  }
+}
+
+/** A log record whose `id` marks `turns` each time it is read: a sink's check reads it once per record. */
+export function watchedLogRecord(turns: TurnCounter): LogRecord {
+  const record = logRecord()
+  const id = record.id
+  Object.defineProperty(record, 'id', { enumerable: true, get: () => (turns.mark(), id) })
+  return record
+}
+
+/**
+ * Runs `work` (which enqueues `watched()` records and flushes) while counting, per turn, the
+ * records the sink checks and the lines `writer` serialises (its prototype's `logLine`, spied).
+ */
+export async function watchBatchWork(
+  writer: { prototype: { logLine(record: LogRecord): string } },
+  work: (watched: () => LogRecord) => Promise<void>,
+): Promise<{ checks: TurnCounter; lines: TurnCounter }> {
+  const checks = countTurns()
+  const lines = countTurns()
+  const logLine = writer.prototype.logLine
+  const spy = vi.spyOn(writer.prototype, 'logLine').mockImplementation(function (this: unknown, record: LogRecord) {
+    lines.mark()
+    return logLine.call(this, record)
+  })
+  try {
+    await work(() => watchedLogRecord(checks))
+    return { checks, lines }
+  } finally {
+    spy.mockRestore()
+    checks.stop()
+    lines.stop()
   }
 }

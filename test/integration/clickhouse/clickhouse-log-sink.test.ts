@@ -14,7 +14,7 @@ import { ClickHouseLogSink, ClickHouseLogWriter, batchKey, type ClickHouseLogSin
 import { clickHouseRequestLogDdl } from '../../../adapters/clickhouse/clickhouse-schema.js'
 import { RECORDS_PER_SLICE } from '../../../adapters/log-sink/slices.js'
 import { LogStoreUnavailableError, type LogRecord, type Logger } from '../../../core/ports.js'
-import { countTurns, type TurnCounter } from '../../helpers/event-loop-turns.js'
+import { countTurns, watchBatchWork, watchedLogRecord } from '../../helpers/event-loop-turns.js'
 import { feedbackRecord, fullLogRecord, logRecord } from '../../helpers/log-records.js'
 import { startFaultProxy, type FaultProxy } from '../../helpers/tcp-fault-proxy.js'
 
@@ -332,38 +332,19 @@ describe('ClickHouseLogSink when an insert outlives its request', () => {
   })
 })
 
-/** A record whose `id` marks the turn it is read in: the sink's check reads it once per record. */
-function watchedRecord(turns: TurnCounter): LogRecord {
-  const record = logRecord()
-  const id = record.id
-  Object.defineProperty(record, 'id', { enumerable: true, get: () => (turns.mark(), id) })
-  return record
-}
-
 describe('ClickHouseLogSink and the event loop', () => {
   it('checks and serialises a 10 000-record batch a slice at a time, never in one turn', async () => {
     const database = freshDatabase()
     const sink = sinkFor({ database, journalDirectory: await freshJournal() })
     await sink.start()
-    const checks = countTurns()
-    const lines = countTurns()
-    const logLine = ClickHouseLogWriter.prototype.logLine
-    const spy = vi.spyOn(ClickHouseLogWriter.prototype, 'logLine').mockImplementation(function (this: ClickHouseLogWriter, record: LogRecord) {
-      lines.mark()
-      return logLine.call(this, record)
-    })
-    try {
-      for (let index = 0; index < 10_000; index += 1) sink.enqueue(watchedRecord(checks))
+    const { checks, lines } = await watchBatchWork(ClickHouseLogWriter, async (watched) => {
+      for (let index = 0; index < 10_000; index += 1) sink.enqueue(watched())
       await sink.flush()
-      expect(await tally(database)).toEqual({ rows: 10_000, ids: 10_000 })
-      expect(checks.marks).toBe(10_000)
-      expect(checks.mostInOneTurn).toBeLessThanOrEqual(RECORDS_PER_SLICE)
-      expect(lines.marks).toBe(10_000)
-      expect(lines.mostInOneTurn).toBeLessThanOrEqual(RECORDS_PER_SLICE)
-    } finally {
-      spy.mockRestore()
-      checks.stop()
-      lines.stop()
-    }
+    })
+    expect(await tally(database)).toEqual({ rows: 10_000, ids: 10_000 })
+    expect(checks.marks).toBe(10_000)
+    expect(checks.mostInOneTurn).toBeLessThanOrEqual(RECORDS_PER_SLICE)
+    expect(lines.marks).toBe(10_000)
+    expect(lines.mostInOneTurn).toBeLessThanOrEqual(RECORDS_PER_SLICE)
   })
 })

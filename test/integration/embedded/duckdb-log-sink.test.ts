@@ -7,7 +7,7 @@ import { DuckDbDatabase } from '../../../adapters/embedded/duckdb-database.js'
 import { DuckDbLogSink, DuckDbLogWriter, type DuckDbLogSinkOptions } from '../../../adapters/embedded/duckdb-log-sink.js'
 import { RECORDS_PER_SLICE } from '../../../adapters/log-sink/slices.js'
 import { LogStoreUnavailableError, type LogRecord, type Logger } from '../../../core/ports.js'
-import { countTurns, type TurnCounter } from '../../helpers/event-loop-turns.js'
+import { countTurns, watchBatchWork, watchedLogRecord } from '../../helpers/event-loop-turns.js'
 import { feedbackRecord, fullLogRecord, logRecord as record } from '../../helpers/log-records.js'
 
 const directories: string[] = []
@@ -337,45 +337,26 @@ describe('DuckDbLogSink on a data directory of an older version', () => {
   })
 })
 
-/** A record whose `id` marks the turn it is read in: the sink's check reads it once per record. */
-function watchedRecord(turns: TurnCounter): LogRecord {
-  const item = record()
-  const id = item.id
-  Object.defineProperty(item, 'id', { enumerable: true, get: () => (turns.mark(), id) })
-  return item
-}
-
 describe('DuckDbLogSink and the event loop', () => {
   it('checks and serialises a 10 000-record batch a slice at a time, never in one turn', async () => {
     const { sink } = await startSink(await freshPath(), { flushIntervalMs: NEVER })
-    const checks = countTurns()
-    const lines = countTurns()
-    const logLine = DuckDbLogWriter.prototype.logLine
-    const spy = vi.spyOn(DuckDbLogWriter.prototype, 'logLine').mockImplementation(function (this: DuckDbLogWriter, item: LogRecord) {
-      lines.mark()
-      return logLine.call(this, item)
-    })
-    try {
-      for (let index = 0; index < 10_000; index += 1) sink.enqueue(watchedRecord(checks))
+    const { checks, lines } = await watchBatchWork(DuckDbLogWriter, async (watched) => {
+      for (let index = 0; index < 10_000; index += 1) sink.enqueue(watched())
       await sink.flush()
-      expect(await sink.count()).toBe(10_000)
-      expect(checks.marks).toBe(10_000)
-      expect(checks.mostInOneTurn).toBeLessThanOrEqual(RECORDS_PER_SLICE)
-      expect(lines.marks).toBe(10_000)
-      expect(lines.mostInOneTurn).toBeLessThanOrEqual(RECORDS_PER_SLICE)
-    } finally {
-      spy.mockRestore()
-      checks.stop()
-      lines.stop()
-      await sink.close()
-    }
+    })
+    expect(await sink.count()).toBe(10_000)
+    expect(checks.marks).toBe(10_000)
+    expect(checks.mostInOneTurn).toBeLessThanOrEqual(RECORDS_PER_SLICE)
+    expect(lines.marks).toBe(10_000)
+    expect(lines.mostInOneTurn).toBeLessThanOrEqual(RECORDS_PER_SLICE)
+    await sink.close()
   })
 
   it('only takes the oldest batch of a full queue inside enqueue(); checking and journaling it come later', async () => {
     const { sink } = await startSink(await freshPath(), { maxQueue: 1000, batchSize: 100_000, flushIntervalMs: NEVER })
     const checks = countTurns()
     try {
-      const records = Array.from({ length: 1000 }, () => watchedRecord(checks))
+      const records = Array.from({ length: 1000 }, () => watchedLogRecord(checks))
       for (const item of records) sink.enqueue(item)
       expect(checks.marks).toBe(0)
       // The queue is full: this call moves the 1000 waiting records towards the journal.
