@@ -126,8 +126,21 @@ export interface BudgetReset extends BudgetEntity {
  * Admin API. Rejects when the store cannot be reached.
  */
 export interface UsageStore extends Service {
-  /** Adds settled amounts to the persisted totals of counter keys (creating them), atomically per call. */
-  add(entries: ReadonlyArray<{ readonly key: string; readonly amount: number }>): Promise<void>
+  /**
+   * Adds settled amounts to the persisted totals of counter keys (creating them), atomically per
+   * call, and keeps each counter's `expiresAt` (`BudgetCounter.expiresAt`: when its period is over;
+   * absent or `null` for a counter that never ends, a lifetime limit's). A later write may move a
+   * counter's end later or make it never end, never earlier. Counters stored before ends were kept
+   * have none until they are written again.
+   */
+  add(entries: ReadonlyArray<{ readonly key: string; readonly amount: number; readonly expiresAt?: number | null }>): Promise<void>
+  /**
+   * Deletes the counters whose `expiresAt` is before `endedBefore` (epoch ms); counters without an
+   * end are kept. Nothing reads a counter after its end (its period's requests use the next key), so
+   * the budget plugin prunes those that ended longer ago than its retention. Returns how many were
+   * deleted.
+   */
+  prune(endedBefore: number): Promise<number>
   /** The persisted total of each key (0 for a key never written). */
   totals(keys: readonly string[]): Promise<readonly number[]>
   /** Records a manual reset; a later reset of the same entity replaces an earlier one. */

@@ -1,8 +1,10 @@
 /**
  * `UsageStore` on the embedded DuckDB file (the embedded default): persisted budget usage per
  * counter and the manual resets, in two tables of its own created at start:
- * - `budget_usage(counter_key PRIMARY KEY, total BIGINT, updated_at)`: `add` upserts
- *   `total = total + amount` for every key of one call in one transaction;
+ * - `budget_usage(counter_key PRIMARY KEY, total BIGINT, updated_at, expires_at BIGINT)`: `add`
+ *   upserts `total = total + amount` for every key of one call in one transaction, and keeps the
+ *   counter's end (`expires_at`, epoch ms; NULL: never ends, or stored before ends were kept, a
+ *   column added at start to older files); `prune` deletes the counters that ended before a time;
  * - `budget_resets(entity_kind, entity_id, reset_at BIGINT)`: the latest reset per entity.
  * It runs on its own session (connection) of the shared `DuckDbDatabase`, so it never queues behind
  * the admin store's transactions or the log sink's batches.
@@ -14,8 +16,12 @@ import type { DuckDbDatabase, DuckDbExecutor, DuckDbSession, SqlParam } from './
 export const BUDGET_USAGE_DDL = `CREATE TABLE IF NOT EXISTS budget_usage (
   counter_key VARCHAR PRIMARY KEY,
   total BIGINT NOT NULL,
-  updated_at TIMESTAMP NOT NULL
+  updated_at TIMESTAMP NOT NULL,
+  expires_at BIGINT
 )`
+
+/** Files written before counters kept their end lack the column. */
+const BUDGET_USAGE_EXPIRES_AT = 'ALTER TABLE budget_usage ADD COLUMN IF NOT EXISTS expires_at BIGINT'
 
 export const BUDGET_RESETS_DDL = `CREATE TABLE IF NOT EXISTS budget_resets (
   entity_kind VARCHAR NOT NULL,
@@ -30,6 +36,19 @@ const ROWS_PER_STATEMENT = 250
 function amountParam(amount: number): bigint {
   if (!Number.isFinite(amount) || amount < 0) throw new RangeError(`budget amounts must be non-negative numbers, got ${amount}`)
   return BigInt(Math.round(amount))
+}
+
+/** A counter's end as stored: `null` never ends. */
+function endParam(expiresAt: number | null | undefined): bigint | null {
+  if (expiresAt === null || expiresAt === undefined) return null
+  if (!Number.isFinite(expiresAt)) throw new RangeError(`budget counter ends must be finite, got ${expiresAt}`)
+  return BigInt(Math.floor(expiresAt))
+}
+
+/** Two ends of one counter: never ending wins, else the later one. */
+function laterEnd(a: bigint | null, b: bigint | null): bigint | null {
+  if (a === null || b === null) return null
+  return a > b ? a : b
 }
 
 function numberOf(value: unknown): number {
@@ -50,6 +69,7 @@ export class DuckDbUsageStore implements UsageStore {
     if (this.#session !== null) return
     this.#session = await this.#database.openPreparedSession(async (session) => {
       await session.run(BUDGET_USAGE_DDL)
+      await session.run(BUDGET_USAGE_EXPIRES_AT)
       await session.run(BUDGET_RESETS_DDL)
     })
   }
@@ -70,10 +90,14 @@ export class DuckDbUsageStore implements UsageStore {
     }
   }
 
-  async add(entries: ReadonlyArray<{ readonly key: string; readonly amount: number }>): Promise<void> {
+  async add(entries: ReadonlyArray<{ readonly key: string; readonly amount: number; readonly expiresAt?: number | null }>): Promise<void> {
     // One row per key: DuckDB refuses to update one row twice in a statement.
-    const merged = new Map<string, bigint>()
-    for (const { key, amount } of entries) merged.set(key, (merged.get(key) ?? 0n) + amountParam(amount))
+    const merged = new Map<string, { amount: bigint; end: bigint | null }>()
+    for (const { key, amount, expiresAt } of entries) {
+      const known = merged.get(key)
+      const end = endParam(expiresAt)
+      merged.set(key, known === undefined ? { amount: amountParam(amount), end } : { amount: known.amount + amountParam(amount), end: laterEnd(known.end, end) })
+    }
     if (merged.size === 0) return
     const rows = [...merged]
     const now = new Date()
@@ -81,18 +105,29 @@ export class DuckDbUsageStore implements UsageStore {
       for (let start = 0; start < rows.length; start += ROWS_PER_STATEMENT) {
         const chunk = rows.slice(start, start + ROWS_PER_STATEMENT)
         const params: SqlParam[] = []
-        const values = chunk.map(([key, amount]) => {
-          params.push(key, amount, now)
+        const values = chunk.map(([key, { amount, end }]) => {
+          params.push(key, amount, now, end)
           const at = params.length
-          return `($${at - 2}, $${at - 1}, $${at})`
+          return `($${at - 3}, $${at - 2}, $${at - 1}, $${at}::BIGINT)`
         })
+        // The end: never ending (NULL) wins, a stored NULL takes the end written (rows from before
+        // ends were kept), else the later one.
         await tx.run(
-          `INSERT INTO budget_usage (counter_key, total, updated_at) VALUES ${values.join(', ')}
-           ON CONFLICT (counter_key) DO UPDATE SET total = budget_usage.total + excluded.total, updated_at = excluded.updated_at`,
+          `INSERT INTO budget_usage (counter_key, total, updated_at, expires_at) VALUES ${values.join(', ')}
+           ON CONFLICT (counter_key) DO UPDATE SET total = budget_usage.total + excluded.total, updated_at = excluded.updated_at,
+             expires_at = CASE WHEN excluded.expires_at IS NULL THEN NULL
+                               WHEN budget_usage.expires_at IS NULL THEN excluded.expires_at
+                               ELSE greatest(budget_usage.expires_at, excluded.expires_at) END`,
           params,
         )
       }
     })
+  }
+
+  async prune(endedBefore: number): Promise<number> {
+    const rows = await this.#open().query('DELETE FROM budget_usage WHERE expires_at < $1', [BigInt(Math.floor(endedBefore))])
+    // DuckDB answers a DELETE with the number of rows deleted.
+    return rows[0] === undefined ? 0 : numberOf(Object.values(rows[0])[0])
   }
 
   async totals(keys: readonly string[]): Promise<readonly number[]> {

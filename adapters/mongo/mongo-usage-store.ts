@@ -1,8 +1,11 @@
 /**
  * `UsageStore` on MongoDB (production, next to the admin store): persisted budget usage and manual
  * resets, in two collections of the admin store's database:
- * - `budget_usage` `{_id: <counter key>, total, updated_at}`: `add` is one unordered bulk write of
- *   `$inc` upserts (each is atomic on its document; the totals only ever grow);
+ * - `budget_usage` `{_id: <counter key>, total, updated_at, expires_at}`: `add` is one unordered bulk
+ *   write of `$inc` upserts (each is atomic on its document; the totals only ever grow); the
+ *   counter's end `expires_at` (epoch ms as a `Long`) takes the later of the stored and written
+ *   ends with `$max` (a missing or null end sorts below every number), and `null` (never ends) is
+ *   `$set`; `prune` deletes the counters whose end is before a time (`$lt` never matches null);
  * - `budget_resets` `{_id: "<kind>:<id>", kind, entity_id, reset_at}`: `$max`, so a late write never
  *   moves a reset back.
  * Totals are stored as 64-bit integers (`Long`), exact for any budget. The driver's errors
@@ -19,6 +22,8 @@ interface UsageDocument {
   _id: string
   total: Long | number
   updated_at: Date
+  /** Epoch ms; `null` or absent: never ends (or written before ends were kept). */
+  expires_at?: Long | null
 }
 
 interface ResetDocument {
@@ -39,6 +44,12 @@ const HEALTH_TIMEOUT_MS = 2_000
 function amountOf(amount: number): Long {
   if (!Number.isFinite(amount) || amount < 0) throw new RangeError(`budget amounts must be non-negative numbers, got ${amount}`)
   return Long.fromNumber(Math.round(amount))
+}
+
+function endOf(expiresAt: number | null | undefined): Long | null {
+  if (expiresAt === null || expiresAt === undefined) return null
+  if (!Number.isFinite(expiresAt)) throw new RangeError(`budget counter ends must be finite, got ${expiresAt}`)
+  return Long.fromNumber(Math.floor(expiresAt))
 }
 
 function numberOf(value: Long | number | undefined): number {
@@ -90,15 +101,33 @@ export class MongoUsageStore implements UsageStore {
     }
   }
 
-  async add(entries: ReadonlyArray<{ readonly key: string; readonly amount: number }>): Promise<void> {
+  async add(entries: ReadonlyArray<{ readonly key: string; readonly amount: number; readonly expiresAt?: number | null }>): Promise<void> {
     if (entries.length === 0) return
+    // One update per key, so the order of an unordered bulk write cannot decide a counter's end.
+    const merged = new Map<string, { amount: number; end: number | null }>()
+    for (const { key, amount, expiresAt } of entries) {
+      amountOf(amount)
+      const end = expiresAt ?? null
+      const known = merged.get(key)
+      merged.set(key, known === undefined ? { amount, end } : { amount: known.amount + amount, end: known.end === null || end === null ? null : Math.max(known.end, end) })
+    }
     const now = new Date()
     await this.#usage().bulkWrite(
-      entries.map(({ key, amount }) => ({
-        updateOne: { filter: { _id: key }, update: { $inc: { total: amountOf(amount) }, $set: { updated_at: now } }, upsert: true },
-      })),
+      [...merged].map(([key, { amount, end }]) => {
+        const expiresAt = endOf(end)
+        const update =
+          expiresAt === null
+            ? { $inc: { total: amountOf(amount) }, $set: { updated_at: now, expires_at: null } }
+            : { $inc: { total: amountOf(amount) }, $set: { updated_at: now }, $max: { expires_at: expiresAt } }
+        return { updateOne: { filter: { _id: key }, update, upsert: true } }
+      }),
       { ordered: false },
     )
+  }
+
+  async prune(endedBefore: number): Promise<number> {
+    const result = await this.#usage().deleteMany({ expires_at: { $lt: Long.fromNumber(Math.floor(endedBefore)) } })
+    return result.deletedCount
   }
 
   async totals(keys: readonly string[]): Promise<readonly number[]> {

@@ -10,8 +10,9 @@
  *   ledger after a restart) is seeded from the persisted total plus what this instance has not
  *   written yet, then the reservation is retried: one ledger round trip in the common case.
  * - Persistence: settled amounts are summed per counter and written to the usage store every
- *   `persistIntervalMs`, off the request path; a failed write is kept and retried, and `close()`
- *   writes what is left.
+ *   `persistIntervalMs`, off the request path, with the counter's end (`BudgetCounter.expiresAt`);
+ *   a failed write is kept and retried, and `close()` writes what is left. `prune` deletes the
+ *   persisted counters that ended long ago (the budget plugin calls it on a timer).
  * - Manual resets are stored in the usage store, kept in memory (loaded at start) and announced on
  *   `BUDGET_RESET_CHANNEL`, so every instance moves to the new counters within the notifier's delay.
  */
@@ -56,6 +57,12 @@ const COUNTER_GRACE_MS = DAY_MS
 const SEED_ATTEMPTS = 3
 const WARN_INTERVAL_MS = 10_000
 
+/** Settled spend of one counter not yet in the usage store. */
+interface Unpersisted {
+  amount: number
+  expiresAt: number | null
+}
+
 function entityKey(kind: string, id: string): string {
   return `${kind}:${id}`
 }
@@ -69,10 +76,10 @@ export class BudgetBook implements BudgetAccounts, Service {
   readonly #persistIntervalMs: number
   /** Latest manual reset per entity (`<kind>:<id>` → epoch ms). */
   readonly #resets = new Map<string, number>()
-  /** Settled amounts not yet handed to the store, per counter key. */
-  #pending = new Map<string, number>()
+  /** Settled amounts not yet handed to the store, per counter key, with the counter's end. */
+  #pending = new Map<string, Unpersisted>()
   /** The batch being written, per counter key. */
-  #writing: Map<string, number> | null = null
+  #writing: Map<string, Unpersisted> | null = null
   #flushing: Promise<void> | null = null
   #timer: NodeJS.Timeout | null = null
   #unsubscribe: (() => void) | null = null
@@ -158,9 +165,7 @@ export class BudgetBook implements BudgetAccounts, Service {
     items: ReadonlyArray<{ readonly counter: BudgetCounter; readonly reserved: number; readonly actual: number }>,
     lease: number,
   ): Promise<ReadonlyArray<number | null>> {
-    for (const item of items) {
-      if (item.actual > 0) this.#pending.set(item.counter.key, (this.#pending.get(item.counter.key) ?? 0) + item.actual)
-    }
+    for (const item of items) if (item.actual > 0) this.#addPending(item.counter.key, item.actual, item.counter.expiresAt)
     return this.#ledger.settle(items, lease)
   }
 
@@ -172,9 +177,9 @@ export class BudgetBook implements BudgetAccounts, Service {
     this.#pending = new Map()
     this.#writing = batch
     this.#flushing = this.#store
-      .add([...batch].map(([key, amount]) => ({ key, amount })))
+      .add([...batch].map(([key, { amount, expiresAt }]) => ({ key, amount, expiresAt })))
       .catch((error: unknown) => {
-        for (const [key, amount] of batch) this.#pending.set(key, (this.#pending.get(key) ?? 0) + amount)
+        for (const [key, { amount, expiresAt }] of batch) this.#addPending(key, amount, expiresAt)
         this.#warn(error, batch.size)
       })
       .finally(() => {
@@ -182,6 +187,15 @@ export class BudgetBook implements BudgetAccounts, Service {
         this.#flushing = null
       })
     return this.#flushing
+  }
+
+  /**
+   * Deletes the persisted counters whose end (period end plus the grace) is more than `retentionMs`
+   * ago; counters of lifetime limits never end and are kept. Nothing reads a counter after its end,
+   * so this frees only dead rows. Returns how many were deleted; rejects when the store fails.
+   */
+  prune(retentionMs: number): Promise<number> {
+    return this.#store.prune(this.#clock.now() - retentionMs)
   }
 
   async usage(entity: BudgetEntity, workspaceId: string, rules: readonly UsageLimitRule[]): Promise<readonly BudgetUsage[]> {
@@ -223,7 +237,18 @@ export class BudgetBook implements BudgetAccounts, Service {
   }
 
   #unpersisted(key: string): number {
-    return (this.#pending.get(key) ?? 0) + (this.#writing?.get(key) ?? 0)
+    return (this.#pending.get(key)?.amount ?? 0) + (this.#writing?.get(key)?.amount ?? 0)
+  }
+
+  #addPending(key: string, amount: number, expiresAt: number | null): void {
+    const known = this.#pending.get(key)
+    if (known === undefined) {
+      this.#pending.set(key, { amount, expiresAt })
+      return
+    }
+    known.amount += amount
+    // As the store merges ends: never ending wins, else the later one (a limit's rule may change).
+    known.expiresAt = known.expiresAt === null || expiresAt === null ? null : Math.max(known.expiresAt, expiresAt)
   }
 
   #applyReset(key: string, resetAt: number): void {

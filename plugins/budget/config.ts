@@ -9,6 +9,13 @@ export const budgetConfigSchema = z
     persistIntervalMs: z.number().int().min(10).max(60_000).default(500),
     /** A reservation never settled (its instance crashed) stops counting after this long. */
     reservationLeaseMs: z.number().int().min(60_000).max(86_400_000).default(900_000),
+    /**
+     * Persisted usage of a budget period is deleted this many days after the period ended (its
+     * counter is never read again once it ended); usage of lifetime limits is kept.
+     */
+    usageRetentionDays: z.number().int().min(1).max(36_500).default(90),
+    /** How often that pruning runs (also once at start); each instance runs it, and it is idempotent. */
+    usagePruneIntervalMs: z.number().int().min(1_000).max(7 * 86_400_000).default(21_600_000),
     /** A price file shaped like config/pricing.json, layered over it (whole model entries replaced). */
     pricingFile: z.string().min(1).nullable().default(null),
     /**

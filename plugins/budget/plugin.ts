@@ -1,7 +1,7 @@
 /**
  * budget: `usage_limits` (API.md §6) of the API key, its workspace and the virtual key.
  * Phases: onAccess (priority 600), onLog (settles with the real usage: forward's onLog, the terminal
- * plugin's, ran first and filled `ctx.usage`).
+ * plugin's, ran first and filled `ctx.usage`); start/close (usage pruning).
  * Reads `ctx.principal.limitSubjects`, `ctx.virtualKey`, `ctx.route`, `ctx.rawBody`/`ctx.body`,
  * `ctx.credential`, and after the reply `ctx.usage`, `ctx.model`, `ctx.target`, `ctx.status`;
  * writes `ctx.budgetHold` (onAccess).
@@ -9,7 +9,10 @@
  * rate limits staged by the rate-limit plugin in `ctx.rateLimitClaim`), plus a seeding round
  * trip to the usage store the first time a counter is used after a restart or a Redis flush; after
  * the reply, one ledger call to settle, and batched usage-store writes (book.ts). Alerts go to the
- * admin store's audit log (`resource_type` `budget`, actions `alert` and `exhausted`).
+ * admin store's audit log (`resource_type` `budget`, actions `alert` and `exhausted`). Off the
+ * request path, at start and every `usagePruneIntervalMs` (an unref'd timer, stopped by close), the
+ * persisted counters of periods that ended more than `usageRetentionDays` ago are deleted
+ * (`BudgetBook.prune`); a failure there is logged and retried at the next tick.
  * Policy: before forwarding, the worst case (estimate.ts, priced with the price table) is reserved
  * on every counter at once; a counter whose usage plus in-flight reservations reached its limit
  * refuses with 412 `budget_exceeded_error` naming the entity. After the reply the reservation is
@@ -31,6 +34,7 @@ import type { BudgetBook } from './book.js'
 import type { BudgetConfig } from './config.js'
 import { formatAmount, fromCounterUnit, toCounterUnit } from './cost.js'
 import { estimateRequest, type RequestEstimate } from './estimate.js'
+import { DAY_MS } from './periods.js'
 
 export interface BudgetPluginDeps {
   readonly config: BudgetConfig
@@ -67,6 +71,8 @@ export class BudgetPlugin implements GatewayPlugin {
   readonly #loggedUnpriced = new Set<string>()
   readonly #failures = new Map<string, { count: number; loggedAt: number }>()
   #unpricedRequests = 0
+  #pruneTimer: NodeJS.Timeout | null = null
+  #pruning: Promise<void> | null = null
 
   constructor(deps: BudgetPluginDeps) {
     this.#config = deps.config
@@ -134,8 +140,38 @@ export class BudgetPlugin implements GatewayPlugin {
     }
   }
 
-  /** Waits for settlements still running (their ledger and store calls). */
+  /** Prunes dead usage counters now and then every `usagePruneIntervalMs`, in the background. */
+  async start(): Promise<void> {
+    void this.pruneUsage()
+    this.#pruneTimer = setInterval(() => void this.pruneUsage(), this.#config.usagePruneIntervalMs)
+    // Pruning never keeps the process alive.
+    this.#pruneTimer.unref()
+  }
+
+  /**
+   * Deletes persisted counters whose period ended more than `usageRetentionDays` ago; one run at a
+   * time. Never rejects: a failure is logged and the next tick tries again.
+   */
+  pruneUsage(): Promise<void> {
+    this.#pruning ??= this.#book
+      .prune(this.#config.usageRetentionDays * DAY_MS)
+      .then(
+        (deleted) => {
+          if (deleted > 0) this.#logger.info({ deleted }, 'pruned budget usage of periods that ended before the retention')
+        },
+        (error: unknown) => this.#failure('pruning old budget usage failed (retried at the next tick)', error),
+      )
+      .finally(() => {
+        this.#pruning = null
+      })
+    return this.#pruning
+  }
+
+  /** Stops pruning and waits for settlements still running (their ledger and store calls). */
   async close(): Promise<void> {
+    if (this.#pruneTimer !== null) clearInterval(this.#pruneTimer)
+    this.#pruneTimer = null
+    await this.#pruning
     while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight])
   }
 

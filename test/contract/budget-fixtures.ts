@@ -6,6 +6,8 @@ import type { HealthStatus } from '../../core/ports.js'
 /** A `UsageStore` in memory that can be made to fail. */
 export class MemoryUsageStore implements UsageStore {
   readonly totalsByKey = new Map<string, number>()
+  /** Each counter's end as `add` kept it (`null`: never ends). */
+  readonly endsByKey = new Map<string, number | null>()
   readonly resets = new Map<string, BudgetReset>()
   failing = false
   adds = 0
@@ -16,10 +18,27 @@ export class MemoryUsageStore implements UsageStore {
     return { ok: !this.failing }
   }
 
-  async add(entries: ReadonlyArray<{ readonly key: string; readonly amount: number }>): Promise<void> {
+  async add(entries: ReadonlyArray<{ readonly key: string; readonly amount: number; readonly expiresAt?: number | null }>): Promise<void> {
     this.#check()
     this.adds++
-    for (const { key, amount } of entries) this.totalsByKey.set(key, (this.totalsByKey.get(key) ?? 0) + amount)
+    for (const { key, amount, expiresAt = null } of entries) {
+      this.totalsByKey.set(key, (this.totalsByKey.get(key) ?? 0) + amount)
+      const known = this.endsByKey.get(key)
+      // As the adapters do: never ending wins, a counter without an end takes the one written, else the later one.
+      this.endsByKey.set(key, expiresAt === null ? null : known === undefined || known === null ? expiresAt : Math.max(known, expiresAt))
+    }
+  }
+
+  async prune(endedBefore: number): Promise<number> {
+    this.#check()
+    let deleted = 0
+    for (const [key, end] of this.endsByKey) {
+      if (end === null || end >= endedBefore) continue
+      this.endsByKey.delete(key)
+      this.totalsByKey.delete(key)
+      deleted++
+    }
+    return deleted
   }
 
   async totals(keys: readonly string[]): Promise<readonly number[]> {

@@ -85,6 +85,57 @@ export function describeUsageStoreContract(name: string, open: () => Promise<Usa
       expect((await again.listResets()).filter((reset) => reset.id === id)).toEqual([{ kind: 'virtual-key', id, resetAt: 123 }])
     })
 
+    it('prunes the counters that ended before a time; counters that never end are kept', async () => {
+      const { store } = await target()
+      const [ended, later, lifetime, unstated] = [key('ended'), key('later'), key('lifetime'), key('unstated')]
+      await store.add([
+        { key: ended, amount: 1, expiresAt: 1_000 },
+        { key: later, amount: 2, expiresAt: 5_000 },
+        { key: lifetime, amount: 3, expiresAt: null },
+        { key: unstated, amount: 4 },
+      ])
+      expect(await store.prune(3_000)).toBeGreaterThanOrEqual(1)
+      expect(await store.totals([ended, later, lifetime, unstated])).toEqual([0, 2, 3, 4])
+      // Far in the future: every counter with an end is gone, those without one stay.
+      await store.prune(Date.now() + 10 * 365 * 86_400_000)
+      expect(await store.totals([ended, later, lifetime, unstated])).toEqual([0, 0, 3, 4])
+    })
+
+    it('moves an end later, never earlier; never ending wins; a counter without an end takes the one written', async () => {
+      const { store } = await target()
+      const [movedLater, keptLater, madeLifetime, givenEnd, sameCall] = [key('a'), key('b'), key('c'), key('d'), key('e')]
+      await store.add([
+        { key: movedLater, amount: 1, expiresAt: 2_000 },
+        { key: keptLater, amount: 1, expiresAt: 8_000 },
+        { key: madeLifetime, amount: 1, expiresAt: 2_000 },
+        { key: givenEnd, amount: 1, expiresAt: null },
+      ])
+      await store.add([
+        { key: movedLater, amount: 1, expiresAt: 8_000 },
+        { key: keptLater, amount: 1, expiresAt: 2_000 },
+        { key: madeLifetime, amount: 1, expiresAt: null },
+        { key: givenEnd, amount: 1, expiresAt: 2_000 },
+      ])
+      await store.add([
+        { key: sameCall, amount: 1, expiresAt: 2_000 },
+        { key: sameCall, amount: 1, expiresAt: 8_000 },
+      ])
+      await store.prune(5_000)
+      expect(await store.totals([movedLater, keptLater, madeLifetime, givenEnd, sameCall])).toEqual([2, 2, 2, 0, 2])
+      await store.prune(9_000)
+      expect(await store.totals([movedLater, keptLater, madeLifetime, sameCall])).toEqual([0, 0, 2, 0])
+    })
+
+    it('prunes nothing when nothing ended, and counts what it deleted', async () => {
+      const { store } = await target()
+      const tag = randomUUID()
+      const keys = [0, 1, 2].map((index) => `gw:budget:{${tag}}:${index}`)
+      await store.add(keys.map((name, index) => ({ key: name, amount: 1, expiresAt: 10 + index })))
+      expect(await store.prune(10)).toBe(0)
+      expect(await store.prune(12)).toBe(2)
+      expect(await store.totals(keys)).toEqual([0, 0, 1])
+    })
+
     it('reports health', async () => {
       const { store } = await target()
       expect(await store.health()).toEqual({ ok: true })
