@@ -120,6 +120,12 @@ function byCreation(keys: ApiKeyRecord[]): ApiKeyRecord[] {
   return keys.sort((a, b) => (a.createdAt === b.createdAt ? (a.id < b.id ? -1 : a.id > b.id ? 1 : 0) : a.createdAt < b.createdAt ? -1 : 1))
 }
 
+/** Deletes the organisation's (`$1`) API keys matching `condition` and returns them, in listing order. */
+async function deleteApiKeys(tx: DuckDbExecutor, condition: string, params: readonly SqlParam[]): Promise<ApiKeyRecord[]> {
+  const keys = await tx.query(`DELETE FROM api_keys WHERE organisation_id = $1 AND ${condition} RETURNING ${API_KEY_COLUMNS}`, params)
+  return byCreation(keys.map((key) => toApiKey(key)))
+}
+
 /**
  * The writes of one transaction. Calls run one at a time even when `work` overlaps them (a
  * connection runs one statement at a time, and each call's look-before-write must not interleave
@@ -146,62 +152,47 @@ export class DuckDbAdminWriter implements AdminWriter {
   }
 
   async insertUser(user: UserRecord): Promise<void> {
-    const row = userRow(user)
-    return this.#serialise((tx) => insertRow(tx, 'users', row))
+    return this.#insert('users', userRow(user))
   }
 
   async updateUser(user: UserRecord, expectedLastUpdatedAt: string): Promise<boolean> {
-    const row = userRow(user)
-    const target = versioned(expectedLastUpdatedAt)
-    return this.#serialise((tx) => updateRow(tx, 'users', row, target))
+    return this.#update('users', userRow(user), versioned(expectedLastUpdatedAt))
   }
 
   async deleteUser(organisationId: string, userId: string): Promise<readonly ApiKeyRecord[]> {
     return this.#serialise(async (tx) => {
-      const keys = await tx.query(
-        `DELETE FROM api_keys WHERE organisation_id = $1 AND user_id = $2 AND type = 'workspace-user' RETURNING ${API_KEY_COLUMNS}`,
-        [organisationId, userId],
-      )
+      const keys = await deleteApiKeys(tx, "user_id = $2 AND type = 'workspace-user'", [organisationId, userId])
       await tx.run('DELETE FROM workspace_members WHERE organisation_id = $1 AND user_id = $2', [organisationId, userId])
       await tx.run('DELETE FROM users WHERE organisation_id = $1 AND id = $2', [organisationId, userId])
-      return byCreation(keys.map((key) => toApiKey(key)))
+      return keys
     })
   }
 
   async insertWorkspace(workspace: WorkspaceRecord): Promise<void> {
-    const row = workspaceRow(workspace)
-    return this.#serialise((tx) => insertRow(tx, 'workspaces', row))
+    return this.#insert('workspaces', workspaceRow(workspace))
   }
 
   async updateWorkspace(workspace: WorkspaceRecord, expectedLastUpdatedAt: string): Promise<boolean> {
-    const row = workspaceRow(workspace)
-    const target = versioned(expectedLastUpdatedAt)
-    return this.#serialise((tx) => updateRow(tx, 'workspaces', row, target))
+    return this.#update('workspaces', workspaceRow(workspace), versioned(expectedLastUpdatedAt))
   }
 
   async deleteWorkspace(organisationId: string, workspaceId: string): Promise<readonly ApiKeyRecord[]> {
     // Configs join this cascade when a later issue adds their table.
     return this.#serialise(async (tx) => {
-      const keys = await tx.query(
-        `DELETE FROM api_keys WHERE organisation_id = $1 AND workspace_id = $2 RETURNING ${API_KEY_COLUMNS}`,
-        [organisationId, workspaceId],
-      )
+      const keys = await deleteApiKeys(tx, 'workspace_id = $2', [organisationId, workspaceId])
       await tx.run('DELETE FROM virtual_keys WHERE organisation_id = $1 AND workspace_id = $2', [organisationId, workspaceId])
       await tx.run('DELETE FROM workspace_members WHERE organisation_id = $1 AND workspace_id = $2', [organisationId, workspaceId])
       await tx.run('DELETE FROM workspaces WHERE organisation_id = $1 AND id = $2', [organisationId, workspaceId])
-      return byCreation(keys.map((key) => toApiKey(key)))
+      return keys
     })
   }
 
   async insertMember(member: WorkspaceMemberRecord): Promise<void> {
-    const row = memberRow(member)
-    return this.#serialise((tx) => insertRow(tx, 'workspace_members', row))
+    return this.#insert('workspace_members', memberRow(member))
   }
 
   async updateMember(member: WorkspaceMemberRecord, expectedLastUpdatedAt: string): Promise<boolean> {
-    const row = memberRow(member)
-    const target = versioned(expectedLastUpdatedAt, ['workspace_id', 'user_id', 'organisation_id'])
-    return this.#serialise((tx) => updateRow(tx, 'workspace_members', row, target))
+    return this.#update('workspace_members', memberRow(member), versioned(expectedLastUpdatedAt, ['workspace_id', 'user_id', 'organisation_id']))
   }
 
   async deleteMember(workspaceId: string, userId: string): Promise<boolean> {
@@ -215,25 +206,19 @@ export class DuckDbAdminWriter implements AdminWriter {
   }
 
   async insertInvite(invite: InviteRecord): Promise<void> {
-    const row = inviteRow(invite)
-    return this.#serialise((tx) => insertRow(tx, 'invites', row))
+    return this.#insert('invites', inviteRow(invite))
   }
 
   async updateInvite(invite: InviteRecord, expectedState: InviteState): Promise<boolean> {
-    const row = inviteRow(invite)
-    const target: UpdateTarget = { identity: ['id', 'organisation_id'], versionColumn: 'state', expectedVersion: expectedState }
-    return this.#serialise((tx) => updateRow(tx, 'invites', row, target))
+    return this.#update('invites', inviteRow(invite), { identity: ['id', 'organisation_id'], versionColumn: 'state', expectedVersion: expectedState })
   }
 
   async insertApiKey(key: ApiKeyRecord): Promise<void> {
-    const row = apiKeyRow(key)
-    return this.#serialise((tx) => insertRow(tx, 'api_keys', row))
+    return this.#insert('api_keys', apiKeyRow(key))
   }
 
   async updateApiKey(key: ApiKeyRecord, expectedLastUpdatedAt: string): Promise<boolean> {
-    const row = apiKeyRow(key)
-    const target = versioned(expectedLastUpdatedAt)
-    return this.#serialise((tx) => updateRow(tx, 'api_keys', row, target))
+    return this.#update('api_keys', apiKeyRow(key), versioned(expectedLastUpdatedAt))
   }
 
   async deleteApiKey(organisationId: string, keyId: string): Promise<ApiKeyRecord | null> {
@@ -247,14 +232,11 @@ export class DuckDbAdminWriter implements AdminWriter {
   }
 
   async insertVirtualKey(key: VirtualKeyRecord): Promise<void> {
-    const row = virtualKeyRow(key)
-    return this.#serialise((tx) => insertRow(tx, 'virtual_keys', row))
+    return this.#insert('virtual_keys', virtualKeyRow(key))
   }
 
   async updateVirtualKey(key: VirtualKeyRecord, expectedLastUpdatedAt: string): Promise<boolean> {
-    const row = virtualKeyRow(key)
-    const target = versioned(expectedLastUpdatedAt)
-    return this.#serialise((tx) => updateRow(tx, 'virtual_keys', row, target))
+    return this.#update('virtual_keys', virtualKeyRow(key), versioned(expectedLastUpdatedAt))
   }
 
   async deleteVirtualKey(organisationId: string, virtualKeyId: string): Promise<VirtualKeyRecord | null> {
@@ -265,6 +247,16 @@ export class DuckDbAdminWriter implements AdminWriter {
       )
       return rows[0] === undefined ? null : toVirtualKey(rows[0])
     })
+  }
+
+  /** Queues one `insertRow`; the row is built (and checked) by the caller, before queueing. */
+  #insert(table: AdminTableName, row: AdminRow): Promise<void> {
+    return this.#serialise((tx) => insertRow(tx, table, row))
+  }
+
+  /** Queues one optimistic `updateRow`; whether the row was at the expected version. */
+  #update(table: AdminTableName, row: AdminRow, target: UpdateTarget): Promise<boolean> {
+    return this.#serialise((tx) => updateRow(tx, table, row, target))
   }
 
   #serialise<T>(task: (tx: DuckDbExecutor) => Promise<T>): Promise<T> {

@@ -8,7 +8,7 @@
  * of a confusing "no such transaction" (which the driver would retry as transient), and the
  * transaction fails with it even if the caller swallowed it.
  */
-import type { ClientSession } from 'mongodb'
+import type { ClientSession, Collection, Filter, OptionalUnlessRequiredId, WithoutId } from 'mongodb'
 import type {
   AdminWriter,
   ApiKeyRecord,
@@ -20,7 +20,7 @@ import type {
   WorkspaceMemberRecord,
   WorkspaceRecord,
 } from '../../core/ports.js'
-import type { AdminCollections } from './mongo-admin-collections.js'
+import type { AdminCollectionRole, AdminCollections, ApiKeyDocument } from './mongo-admin-collections.js'
 import {
   apiKeyFromDocument,
   apiKeyToDocument,
@@ -36,6 +36,23 @@ import {
 import { withConflicts } from './mongo-conflicts.js'
 
 function ignore(): void {}
+
+type DocumentOf<R extends AdminCollectionRole> = AdminCollections[R] extends Collection<infer D> ? D : never
+
+/** The filter of an optimistic update of a document scoped by organisation and versioned by `last_updated_at`. */
+function versionOf(
+  document: { readonly _id: string; readonly organisation_id: string },
+  expectedLastUpdatedAt: string,
+): { _id: string; organisation_id: string; last_updated_at: Date } {
+  return { _id: document._id, organisation_id: document.organisation_id, last_updated_at: toDate(expectedLastUpdatedAt, 'lastUpdatedAt') }
+}
+
+/** Deletes the API keys `filter` matches and returns them: exactly the keys read, so the list equals what was removed. */
+async function deleteApiKeys(apiKeys: Collection<ApiKeyDocument>, session: ClientSession, filter: Filter<ApiKeyDocument>): Promise<ApiKeyRecord[]> {
+  const keys = await apiKeys.find(filter, { session }).toArray()
+  if (keys.length > 0) await apiKeys.deleteMany({ _id: { $in: keys.map((key) => key._id) } }, { session })
+  return keys.map(apiKeyFromDocument)
+}
 
 export class MongoAdminWriter implements AdminWriter {
   readonly #collections: AdminCollections
@@ -66,110 +83,63 @@ export class MongoAdminWriter implements AdminWriter {
 
   async updateOrganisation(organisation: OrganisationRecord): Promise<void> {
     const document = organisationToDocument(organisation)
-    await this.#run(() =>
-      withConflicts('organisations', () =>
-        this.#collections.organisations.replaceOne({ _id: document._id }, document, { session: this.#session }),
-      ),
-    )
+    await this.#replace('organisations', { _id: document._id }, document)
   }
 
   async insertUser(user: UserRecord): Promise<void> {
-    const document = userToDocument(user)
-    await this.#run(() =>
-      withConflicts('users', () => this.#collections.users.insertOne(document, { session: this.#session })),
-    )
+    await this.#insert('users', userToDocument(user))
   }
 
   async updateUser(user: UserRecord, expectedLastUpdatedAt: string): Promise<boolean> {
     const document = userToDocument(user)
-    const expected = toDate(expectedLastUpdatedAt, 'lastUpdatedAt')
-    const result = await this.#run(() =>
-      withConflicts('users', () =>
-        this.#collections.users.replaceOne(
-          { _id: document._id, organisation_id: document.organisation_id, last_updated_at: expected },
-          document,
-          { session: this.#session },
-        ),
-      ),
-    )
-    return result.matchedCount === 1
+    return this.#replace('users', versionOf(document, expectedLastUpdatedAt), document)
   }
 
   async deleteUser(organisationId: string, userId: string): Promise<readonly ApiKeyRecord[]> {
     const session = this.#session
     const { apiKeys, members, users } = this.#collections
     return this.#run(async () => {
-      const keys = await apiKeys
-        .find({ organisation_id: organisationId, user_id: userId, type: 'workspace-user' }, { session })
-        .toArray()
-      // Deleting exactly the keys read keeps the returned list equal to what was removed.
-      if (keys.length > 0) await apiKeys.deleteMany({ _id: { $in: keys.map((key) => key._id) } }, { session })
+      const keys = await deleteApiKeys(apiKeys, session, { organisation_id: organisationId, user_id: userId, type: 'workspace-user' })
       await members.deleteMany({ organisation_id: organisationId, user_id: userId }, { session })
       await users.deleteOne({ _id: userId, organisation_id: organisationId }, { session })
-      return keys.map(apiKeyFromDocument)
+      return keys
     })
   }
 
   async insertWorkspace(workspace: WorkspaceRecord): Promise<void> {
-    const document = workspaceToDocument(workspace)
-    await this.#run(() =>
-      withConflicts('workspaces', () => this.#collections.workspaces.insertOne(document, { session: this.#session })),
-    )
+    await this.#insert('workspaces', workspaceToDocument(workspace))
   }
 
   async updateWorkspace(workspace: WorkspaceRecord, expectedLastUpdatedAt: string): Promise<boolean> {
     const document = workspaceToDocument(workspace)
-    const expected = toDate(expectedLastUpdatedAt, 'lastUpdatedAt')
-    const result = await this.#run(() =>
-      withConflicts('workspaces', () =>
-        this.#collections.workspaces.replaceOne(
-          { _id: document._id, organisation_id: document.organisation_id, last_updated_at: expected },
-          document,
-          { session: this.#session },
-        ),
-      ),
-    )
-    return result.matchedCount === 1
+    return this.#replace('workspaces', versionOf(document, expectedLastUpdatedAt), document)
   }
 
   async deleteWorkspace(organisationId: string, workspaceId: string): Promise<readonly ApiKeyRecord[]> {
     const session = this.#session
     const { apiKeys, virtualKeys, members, workspaces } = this.#collections
     return this.#run(async () => {
-      const keys = await apiKeys.find({ organisation_id: organisationId, workspace_id: workspaceId }, { session }).toArray()
-      if (keys.length > 0) await apiKeys.deleteMany({ _id: { $in: keys.map((key) => key._id) } }, { session })
+      const keys = await deleteApiKeys(apiKeys, session, { organisation_id: organisationId, workspace_id: workspaceId })
       await virtualKeys.deleteMany({ organisation_id: organisationId, workspace_id: workspaceId }, { session })
       await members.deleteMany({ organisation_id: organisationId, workspace_id: workspaceId }, { session })
       await workspaces.deleteOne({ _id: workspaceId, organisation_id: organisationId }, { session })
-      return keys.map(apiKeyFromDocument)
+      return keys
     })
   }
 
   async insertMember(member: WorkspaceMemberRecord): Promise<void> {
-    const document = memberToDocument(member)
-    await this.#run(() =>
-      withConflicts('members', () => this.#collections.members.insertOne(document, { session: this.#session })),
-    )
+    await this.#insert('members', memberToDocument(member))
   }
 
   async updateMember(member: WorkspaceMemberRecord, expectedLastUpdatedAt: string): Promise<boolean> {
     const document = memberToDocument(member)
-    const expected = toDate(expectedLastUpdatedAt, 'lastUpdatedAt')
-    const result = await this.#run(() =>
-      withConflicts('members', () =>
-        this.#collections.members.replaceOne(
-          {
-            workspace_id: document.workspace_id,
-            user_id: document.user_id,
-            organisation_id: document.organisation_id,
-            last_updated_at: expected,
-          },
-          document,
-          { session: this.#session },
-        ),
-      ),
-    )
-    return result.matchedCount === 1
+    const filter = {
+      workspace_id: document.workspace_id,
+      user_id: document.user_id,
+      organisation_id: document.organisation_id,
+      last_updated_at: toDate(expectedLastUpdatedAt, 'lastUpdatedAt'),
+    }
+    return this.#replace('members', filter, document)
   }
 
   async deleteMember(workspaceId: string, userId: string): Promise<boolean> {
@@ -180,46 +150,21 @@ export class MongoAdminWriter implements AdminWriter {
   }
 
   async insertInvite(invite: InviteRecord): Promise<void> {
-    const document = inviteToDocument(invite)
-    await this.#run(() =>
-      withConflicts('invites', () => this.#collections.invites.insertOne(document, { session: this.#session })),
-    )
+    await this.#insert('invites', inviteToDocument(invite))
   }
 
   async updateInvite(invite: InviteRecord, expectedState: InviteState): Promise<boolean> {
     const document = inviteToDocument(invite)
-    const result = await this.#run(() =>
-      withConflicts('invites', () =>
-        this.#collections.invites.replaceOne(
-          { _id: document._id, organisation_id: document.organisation_id, state: expectedState },
-          document,
-          { session: this.#session },
-        ),
-      ),
-    )
-    return result.matchedCount === 1
+    return this.#replace('invites', { _id: document._id, organisation_id: document.organisation_id, state: expectedState }, document)
   }
 
   async insertApiKey(key: ApiKeyRecord): Promise<void> {
-    const document = apiKeyToDocument(key)
-    await this.#run(() =>
-      withConflicts('apiKeys', () => this.#collections.apiKeys.insertOne(document, { session: this.#session })),
-    )
+    await this.#insert('apiKeys', apiKeyToDocument(key))
   }
 
   async updateApiKey(key: ApiKeyRecord, expectedLastUpdatedAt: string): Promise<boolean> {
     const document = apiKeyToDocument(key)
-    const expected = toDate(expectedLastUpdatedAt, 'lastUpdatedAt')
-    const result = await this.#run(() =>
-      withConflicts('apiKeys', () =>
-        this.#collections.apiKeys.replaceOne(
-          { _id: document._id, organisation_id: document.organisation_id, last_updated_at: expected },
-          document,
-          { session: this.#session },
-        ),
-      ),
-    )
-    return result.matchedCount === 1
+    return this.#replace('apiKeys', versionOf(document, expectedLastUpdatedAt), document)
   }
 
   async deleteApiKey(organisationId: string, keyId: string): Promise<ApiKeyRecord | null> {
@@ -230,25 +175,12 @@ export class MongoAdminWriter implements AdminWriter {
   }
 
   async insertVirtualKey(key: VirtualKeyRecord): Promise<void> {
-    const document = virtualKeyToDocument(key)
-    await this.#run(() =>
-      withConflicts('virtualKeys', () => this.#collections.virtualKeys.insertOne(document, { session: this.#session })),
-    )
+    await this.#insert('virtualKeys', virtualKeyToDocument(key))
   }
 
   async updateVirtualKey(key: VirtualKeyRecord, expectedLastUpdatedAt: string): Promise<boolean> {
     const document = virtualKeyToDocument(key)
-    const expected = toDate(expectedLastUpdatedAt, 'lastUpdatedAt')
-    const result = await this.#run(() =>
-      withConflicts('virtualKeys', () =>
-        this.#collections.virtualKeys.replaceOne(
-          { _id: document._id, organisation_id: document.organisation_id, last_updated_at: expected },
-          document,
-          { session: this.#session },
-        ),
-      ),
-    )
-    return result.matchedCount === 1
+    return this.#replace('virtualKeys', versionOf(document, expectedLastUpdatedAt), document)
   }
 
   async deleteVirtualKey(organisationId: string, virtualKeyId: string): Promise<VirtualKeyRecord | null> {
@@ -256,6 +188,23 @@ export class MongoAdminWriter implements AdminWriter {
       this.#collections.virtualKeys.findOneAndDelete({ _id: virtualKeyId, organisation_id: organisationId }, { session: this.#session }),
     )
     return document === null ? null : virtualKeyFromDocument(document)
+  }
+
+  /** Queues one insert into `role`'s collection; a duplicate key rejects with `GW_ADMIN_CONFLICT`. */
+  async #insert<R extends AdminCollectionRole>(role: R, document: OptionalUnlessRequiredId<DocumentOf<R>>): Promise<void> {
+    const collection = this.#collections[role] as unknown as Collection<DocumentOf<R>>
+    await this.#run(() => withConflicts(role, () => collection.insertOne(document, { session: this.#session })))
+  }
+
+  /**
+   * Queues one replacement of the document `filter` matches (its identity and, for an optimistic
+   * update, the version the caller read); whether one matched. A duplicate key rejects with
+   * `GW_ADMIN_CONFLICT`.
+   */
+  async #replace<R extends AdminCollectionRole>(role: R, filter: Filter<DocumentOf<R>>, document: WithoutId<DocumentOf<R>>): Promise<boolean> {
+    const collection = this.#collections[role] as unknown as Collection<DocumentOf<R>>
+    const result = await this.#run(() => withConflicts(role, () => collection.replaceOne(filter, document, { session: this.#session })))
+    return result.matchedCount === 1
   }
 
   /**
