@@ -7,8 +7,11 @@
  *
  * Wire formats:
  * - data plane (inference, pass-through): the OpenAI shape `{"error":{message,type,param,code}}`,
- *   which OpenAI clients already parse; `code` is the catalogue code.
+ *   which OpenAI clients already parse; `code` is the catalogue code. Routes that speak the
+ *   Anthropic Messages API answer `{"type":"error","error":{type,message}}` instead (API.md §2).
  * - control plane (Admin API): `{"success":false,"data":{message,errorCode}}` with `ABnn` codes.
+ * - an error after a stream started: one final event in the route's stream format
+ *   (`toStreamErrorEvent`), then the stream ends.
  *
  * The README's error table lists every code; `test/unit/core/errors.test.ts` keeps them in step.
  */
@@ -164,7 +167,31 @@ export function toControlPlaneBody(error: GatewayError): string {
   return JSON.stringify({ success: false, data: { message: error.message, errorCode: error.adminCode } })
 }
 
-/** The single SSE event sent when a stream fails after it started (API.md §2). */
-export function toStreamErrorEvent(error: GatewayError): string {
+/**
+ * The API a data-plane route speaks (API.md §2, "Inbound formats"); it decides the shape of the
+ * route's errors: `openai` (chat/completions and the other OpenAI routes), `responses` (OpenAI
+ * Responses: the OpenAI error body, its own stream error event), `messages` (Anthropic Messages).
+ */
+export type ApiFormat = 'openai' | 'responses' | 'messages'
+
+/** The Anthropic Messages error body, for routes in the `messages` format. */
+export function toMessagesBody(error: GatewayError): string {
+  return JSON.stringify({ type: 'error', error: { type: error.type, message: error.message } })
+}
+
+/**
+ * The single SSE event sent when a stream fails after it started (API.md §2), in the stream's own
+ * format, so the client's stream parser reads it as an error rather than failing on it:
+ * - `openai`: `data: {"error":{message,type,code}}` (the `openai` client raises it);
+ * - `responses`: `event: error` + `{"type":"error","code","message","param","sequence_number"}`;
+ * - `messages`: `event: error` + `{"type":"error","error":{type,message}}`.
+ * @param sequenceNumber the Responses event's `sequence_number` (ignored by the other formats)
+ */
+export function toStreamErrorEvent(error: GatewayError, format: ApiFormat = 'openai', sequenceNumber = 0): string {
+  if (format === 'responses') {
+    const payload = { type: 'error', code: error.code, message: error.message, param: error.param, sequence_number: sequenceNumber }
+    return `event: error\ndata: ${JSON.stringify(payload)}\n\n`
+  }
+  if (format === 'messages') return `event: error\ndata: ${toMessagesBody(error)}\n\n`
   return `data: ${JSON.stringify({ error: { message: error.message, type: error.type, code: error.code } })}\n\n`
 }

@@ -15,7 +15,7 @@
  * once here; running it costs nothing more per request.
  */
 import type { JsonObject, RequestContext, SseEvent } from './context.js'
-import { ERRORS, GatewayError, gatewayError, toControlPlaneBody, toDataPlaneBody } from './errors.js'
+import { ERRORS, GatewayError, gatewayError, toControlPlaneBody, toDataPlaneBody, toMessagesBody, type ApiFormat } from './errors.js'
 import { JSON_TOO_DEEP_MESSAGE, jsonTooDeep } from './json-depth.js'
 import { METADATA_HEADER, parseMetadataHeader } from './json-metadata.js'
 import type { GatewayPlugin, HookResult, Reply } from './plugin.js'
@@ -195,10 +195,10 @@ export class Pipeline {
     ctx.responseTail = null
   }
 
-  /** Turns an error into a reply in this group's shape and records it in `ctx.error`. */
+  /** Turns an error into a reply in this group's shape (and the route's format) and records it in `ctx.error`. */
   errorReply(ctx: RequestContext, error: GatewayError): Reply {
     ctx.error = error
-    return errorReplyOf(error, this.errorShape)
+    return errorReplyOf(error, this.errorShape, ctx.route.format)
   }
 
   async #readBody(ctx: RequestContext, exchange: ClientExchange): Promise<GatewayError | undefined> {
@@ -249,11 +249,12 @@ export class Pipeline {
   }
 }
 
-/** An error as a reply in the given wire shape. */
-export function errorReplyOf(error: GatewayError, shape: ErrorShape): Reply {
+/** An error as a reply in the given wire shape; on the data plane, in the route's format (API.md §2). */
+export function errorReplyOf(error: GatewayError, shape: ErrorShape, format: ApiFormat = 'openai'): Reply {
   const headers: Array<readonly [string, string]> = [JSON_CONTENT_TYPE]
   if (error.headers !== null) headers.push(...error.headers)
-  return { status: error.status, headers, body: shape === 'data' ? toDataPlaneBody(error) : toControlPlaneBody(error) }
+  const body = shape === 'control' ? toControlPlaneBody(error) : format === 'messages' ? toMessagesBody(error) : toDataPlaneBody(error)
+  return { status: error.status, headers, body }
 }
 
 /** Releases an upstream stream that will not be sent. */

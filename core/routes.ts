@@ -9,6 +9,7 @@
  * authentication runs first and the terminal plugin reports "missing provider selection".
  */
 
+import type { ApiFormat } from './errors.js'
 import { GRAPH_NAMES, GROUP_NAMES } from './logs.js'
 
 export const HTTP_METHODS = ['GET', 'POST', 'PUT', 'DELETE'] as const
@@ -54,6 +55,12 @@ export interface RouteSpec {
   readonly audit: AuditAction | null
   /** For data-plane routes: the path sent upstream, relative to the provider base URL. */
   readonly upstreamPath: string | null
+  /**
+   * The API the route speaks, which shapes its error replies and the error event that ends a
+   * broken stream (API.md §2). Pass-through takes it from the path (`passthroughFormat`); Admin API
+   * routes are `openai` and answer in their own envelope whatever this says.
+   */
+  readonly format: ApiFormat
 }
 
 export interface RouteMatch {
@@ -76,6 +83,7 @@ function dataRoute(id: string, method: HttpMethod, path: string, body: BodyMode,
     public: false,
     audit: null,
     upstreamPath: path.slice('/v1'.length),
+    format: 'openai',
   })
 }
 
@@ -93,15 +101,35 @@ export const INFERENCE_ROUTES: readonly RouteSpec[] = [
   dataRoute('models.list', 'GET', '/v1/models', 'none', 'json', ['virtual_keys.list', 'completions.write']),
 ]
 
-/** Pass-through: any other `/v1` path, one spec per method (the path is the request's own). */
-const PASSTHROUGH_ROUTES: Readonly<Record<HttpMethod, RouteSpec>> = Object.freeze({
-  GET: passthrough('GET', 'none'),
-  POST: passthrough('POST', 'raw'),
-  PUT: passthrough('PUT', 'raw'),
-  DELETE: passthrough('DELETE', 'raw'),
+/** Pass-through: any other `/v1` path, one spec per format and method (the path is the request's own). */
+const PASSTHROUGH_ROUTES: Readonly<Record<ApiFormat, Readonly<Record<HttpMethod, RouteMatch>>>> = Object.freeze({
+  openai: passthroughRoutes('openai'),
+  responses: passthroughRoutes('responses'),
+  messages: passthroughRoutes('messages'),
 })
 
-function passthrough(method: HttpMethod, body: BodyMode): RouteSpec {
+function passthroughRoutes(format: ApiFormat): Readonly<Record<HttpMethod, RouteMatch>> {
+  const match = (route: RouteSpec): RouteMatch => Object.freeze({ route, params: NO_PARAMS })
+  return Object.freeze({
+    GET: match(passthrough('GET', 'none', format)),
+    POST: match(passthrough('POST', 'raw', format)),
+    PUT: match(passthrough('PUT', 'raw', format)),
+    DELETE: match(passthrough('DELETE', 'raw', format)),
+  })
+}
+
+/**
+ * The format of a pass-through path: `/v1/responses[/…]` speaks the OpenAI Responses API,
+ * `/v1/messages[/…]` the Anthropic Messages API, anything else the OpenAI one. Two native prefix
+ * checks per pass-through request.
+ */
+export function passthroughFormat(path: string): ApiFormat {
+  if (path.startsWith('/v1/responses') && (path.length === 13 || path.charCodeAt(13) === 0x2f)) return 'responses'
+  if (path.startsWith('/v1/messages') && (path.length === 12 || path.charCodeAt(12) === 0x2f)) return 'messages'
+  return 'openai'
+}
+
+function passthrough(method: HttpMethod, body: BodyMode, format: ApiFormat): RouteSpec {
   return Object.freeze({
     id: 'passthrough',
     group: 'passthrough',
@@ -114,6 +142,7 @@ function passthrough(method: HttpMethod, body: BodyMode): RouteSpec {
     public: false,
     audit: null,
     upstreamPath: null,
+    format,
   })
 }
 
@@ -145,6 +174,7 @@ function adminRoute(id: string, method: HttpMethod, pattern: string, scopes: rea
     public: options.public ?? false,
     audit: options.audit === undefined ? null : parseAudit(options.audit),
     upstreamPath: null,
+    format: 'openai',
   })
 }
 
@@ -382,7 +412,7 @@ export class RouteTable {
       }
       if (pathKnown) return { kind: 'method-not-allowed' }
     }
-    return { kind: 'route', match: { route: PASSTHROUGH_ROUTES[method], params: NO_PARAMS } }
+    return { kind: 'route', match: PASSTHROUGH_ROUTES[passthroughFormat(path)][method] }
   }
 }
 

@@ -5,6 +5,15 @@
  * the request handler returns, and their ArrayBuffers are neutered afterwards (so they are copied);
  * the response must never be touched after `onAborted` fired or after it ended; every write made
  * after an `await` is corked; a write that hits backpressure pauses the source until `onWritable`.
+ *
+ * Lingering close: a reply to a request whose body was refused as too large goes out while the
+ * client may still be sending that body. Closing at once would make the kernel answer the unread
+ * bytes with a reset, and a client that reads only after sending (or whose TCP stack drops the
+ * received reply on the reset) sees a broken pipe instead of the 413. So the reply is written
+ * (chunked, not ended) and the rest of the body is read and discarded; the reply ends once the body
+ * is complete (the connection stays usable), or the connection is closed after `LINGER_MS` or
+ * `LINGER_BYTES`, whichever comes first. uWS cannot close a connection after `end()`, and its own
+ * `end(body, true)` closes with the body unread, hence the unended reply.
  */
 import { performance } from 'node:perf_hooks'
 import type { HttpResponse } from 'uWebSockets.js'
@@ -12,11 +21,14 @@ import type { ClientAbort, RequestContext } from '../context.js'
 import { ERRORS, GatewayError, gatewayError, toStreamErrorEvent } from '../errors.js'
 import { errorReplyOf, type ClientExchange, type ErrorShape, type EventTransform } from '../pipeline.js'
 import type { Reply, StreamBody } from '../plugin.js'
-import { SseParser, serializeSseEvent } from './sse.js'
+import { eventSeparatorAfter, nextSequenceNumber, SseParser, serializeSseEvent } from './sse.js'
 import { statusLine } from './status.js'
 
 /** How much of the response body end `ctx.responseTail` keeps. */
 const TAIL_BYTES = 16 * 1024
+/** Lingering close: how long, and how many more body bytes, after the reply to an oversized body. */
+const LINGER_MS = 2_000
+const LINGER_BYTES = 64 * 1024 * 1024
 
 function bodyTooLarge(limit: number): GatewayError {
   return gatewayError(ERRORS.GW_REQ_BODY_TOO_LARGE, `The request body is larger than the limit of ${limit} bytes`)
@@ -27,8 +39,13 @@ export class UwsExchange implements ClientExchange {
   readonly #shape: ErrorShape
   #aborted = false
   #ended = false
-  /** After an oversized body the connection is closed, since the rest of the body was not read. */
-  #closeConnection = false
+  /** The request body was refused as too large; what still arrives of it is discarded. */
+  #refused = false
+  /** Every byte of the request body has arrived (true when there is none). */
+  #bodyComplete = true
+  /** Lingering close in progress: the reply is written but not ended (see the file comment). */
+  #lingerTimer: NodeJS.Timeout | null = null
+  #lingerBytes = 0
   #body: Promise<Buffer | GatewayError> = Promise.resolve(Buffer.alloc(0))
   #resolveBody: ((value: Buffer | GatewayError) => void) | null = null
   #onAbort: (() => void) | null = null
@@ -38,10 +55,16 @@ export class UwsExchange implements ClientExchange {
     this.#shape = shape
     res.onAborted(() => {
       this.#aborted = true
+      this.#stopLinger()
       abort.abort()
       this.#resolveBody?.(gatewayError(ERRORS.GW_REQ_INVALID, 'The client went away'))
       this.#onAbort?.()
     })
+  }
+
+  /** Close the connection after the reply: only while a refused body is still arriving. */
+  get #closeConnection(): boolean {
+    return this.#refused && !this.#bodyComplete
   }
 
   /**
@@ -51,30 +74,39 @@ export class UwsExchange implements ClientExchange {
    */
   startBody(limit: number, declaredLength: number | null, chunked: boolean): void {
     if (declaredLength !== null && declaredLength > limit) {
-      this.#closeConnection = true
+      this.#refused = true
+      this.#bodyComplete = false
       this.#body = Promise.resolve(bodyTooLarge(limit))
+      // Read (and drop) what follows, so the reply can linger until the client stops sending.
+      this.#res.onData((chunk, isLast) => this.#discarded(chunk.byteLength, isLast))
       return
     }
     if (!chunked && (declaredLength === null || declaredLength === 0)) return
+    this.#bodyComplete = false
     this.#body = new Promise((resolve) => {
       this.#resolveBody = resolve
       let chunks: Buffer[] | null = null
       let size = 0
       let done = false
       this.#res.onData((chunk, isLast) => {
-        if (done) return
+        if (done) {
+          this.#discarded(chunk.byteLength, isLast)
+          return
+        }
         size += chunk.byteLength
         if (size > limit) {
           done = true
-          this.#closeConnection = true
+          this.#refused = true
           this.#resolveBody = null
           resolve(bodyTooLarge(limit))
+          this.#discarded(0, isLast)
           return
         }
         // uWS neuters the ArrayBuffer when this callback returns: copy it.
         const copy = Buffer.from(new Uint8Array(chunk))
         if (isLast) {
           done = true
+          this.#bodyComplete = true
           this.#resolveBody = null
           resolve(chunks === null ? copy : Buffer.concat([...chunks, copy], size))
         } else {
@@ -97,13 +129,16 @@ export class UwsExchange implements ClientExchange {
     }
     ctx.status = reply.status
     if (body === null || typeof body === 'string' || body instanceof Uint8Array) {
+      const linger = this.#closeConnection && body !== null && body.length > 0
       this.#res.cork(() => {
         this.#writeHead(ctx, reply)
         // 204 and 304 carry neither a body nor a Content-Length (RFC 9110 §8.6); uWS end() adds one.
         if (body === null && (reply.status === 204 || reply.status === 304)) this.#res.endWithoutBody()
+        else if (linger) this.#res.write(body)
         else this.#res.end(body ?? undefined, this.#closeConnection)
       })
       this.#ended = true
+      if (linger) this.#startLinger()
       ctx.firstByteAt = performance.now()
       // No copy: the exchange is over, and the pipeline drops the tail once onLog has read it.
       if (body instanceof Uint8Array) {
@@ -129,6 +164,39 @@ export class UwsExchange implements ClientExchange {
       this.#res.writeHeader('x-gateway-trace-id', traceId)
       this.#res.end(body, this.#closeConnection)
     })
+  }
+
+  /** Body bytes that arrive after the body was refused: dropped, and counted while the reply lingers. */
+  #discarded(bytes: number, isLast: boolean): void {
+    if (isLast) {
+      this.#bodyComplete = true
+      // The client sent it all: the reply can end normally and the connection stay open.
+      if (this.#lingerTimer !== null) {
+        this.#stopLinger()
+        if (!this.#aborted) this.#res.cork(() => this.#res.end())
+      }
+      return
+    }
+    if (this.#lingerTimer === null) return
+    this.#lingerBytes += bytes
+    if (this.#lingerBytes > LINGER_BYTES) this.#closeLingering()
+  }
+
+  #startLinger(): void {
+    this.#lingerTimer = setTimeout(() => this.#closeLingering(), LINGER_MS)
+    this.#lingerTimer.unref()
+  }
+
+  /** The linger bound passed with the body still arriving: close (uWS cannot once the reply ended). */
+  #closeLingering(): void {
+    this.#stopLinger()
+    if (!this.#aborted) this.#res.close()
+  }
+
+  #stopLinger(): void {
+    if (this.#lingerTimer === null) return
+    clearTimeout(this.#lingerTimer)
+    this.#lingerTimer = null
   }
 
   #writeHead(ctx: RequestContext, reply: Reply): void {
@@ -214,16 +282,21 @@ export class UwsExchange implements ClientExchange {
         ctx.error = error
         if (!started) {
           // Nothing was sent yet: the client gets an ordinary error reply.
-          const errorReply = errorReplyOf(error, this.#shape)
+          const errorReply = errorReplyOf(error, this.#shape, ctx.route.format)
           ctx.status = errorReply.status
           res.cork(() => {
             this.#writeHead(ctx, errorReply)
             res.end(errorReply.body as string, this.#closeConnection)
           })
         } else if (body.sse) {
-          // API.md §2: one error event, then the stream ends without [DONE].
+          // API.md §2: one error event in the route's stream format, then the stream ends (no
+          // [DONE]). Relayed bytes may stop inside an event: close it first, so the error event
+          // stands alone (transformed output always ends on an event boundary).
+          const format = ctx.route.format
+          const separator = parser === null ? eventSeparatorAfter(last) : ''
+          const sequence = format === 'responses' ? nextSequenceNumber(previous, last) : 0
           res.cork(() => {
-            res.write(toStreamErrorEvent(error))
+            res.write(separator + toStreamErrorEvent(error, format, sequence))
             res.end(undefined, this.#closeConnection)
           })
         } else {

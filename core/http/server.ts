@@ -10,7 +10,7 @@ import { randomUUID } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
 import uWS from 'uWebSockets.js'
 import { ClientAbort, RequestContext } from '../context.js'
-import { ERRORS, gatewayError, toControlPlaneBody, toDataPlaneBody, type GatewayError } from '../errors.js'
+import { ERRORS, gatewayError, toControlPlaneBody, toDataPlaneBody, toMessagesBody, type ApiFormat, type GatewayError } from '../errors.js'
 import type { ErrorShape, Pipeline } from '../pipeline.js'
 import type { Logger } from '../ports.js'
 import { selectsProvider, type HttpMethod, type RouteGroup, type RouteTable } from '../routes.js'
@@ -203,23 +203,25 @@ export class HttpServer {
     })
   }
 
-  #sendError(res: uWS.HttpResponse, error: GatewayError, traceId: string, close: boolean, head = false, shape: ErrorShape = 'data'): void {
+  #sendError(res: uWS.HttpResponse, error: GatewayError, traceId: string, close: boolean, head = false, shape: ErrorShape = 'data', format: ApiFormat = 'openai'): void {
     res.writeStatus(statusLine(error.status))
     res.writeHeader('content-type', 'application/json')
     res.writeHeader('x-gateway-trace-id', traceId)
     // A HEAD reply has no body: bytes after the headers would be read as the next response.
     if (head) res.endWithoutBody(0, close)
-    else res.end(shape === 'data' ? toDataPlaneBody(error) : toControlPlaneBody(error), close)
+    else res.end(shape === 'control' ? toControlPlaneBody(error) : format === 'messages' ? toMessagesBody(error) : toDataPlaneBody(error), close)
   }
 
   /**
-   * 431 in the error shape of the route the request names (Admin API envelope on admin routes), and
-   * the connection closed: a client this far over the limits is not worth keeping alive.
+   * 431 in the error shape of the route the request names (Admin API envelope on admin routes, the
+   * Messages shape on `/v1/messages`), and the connection closed: a client this far over the limits
+   * is not worth keeping alive.
    */
   #refuseHeaders(res: uWS.HttpResponse, method: string, path: string, headers: Record<string, string>, traceId: string, problem: string): void {
     const lookup = this.#options.routes.lookup(method, path, selectsProvider(headers))
-    const shape = lookup.kind === 'route' ? (this.#options.pipelines[lookup.match.route.group]?.errorShape ?? 'data') : 'data'
-    this.#sendError(res, gatewayError(ERRORS.GW_REQ_HEADERS_TOO_LARGE, problem), traceId, true, method === 'HEAD', shape)
+    const route = lookup.kind === 'route' ? lookup.match.route : null
+    const shape = route === null ? 'data' : (this.#options.pipelines[route.group]?.errorShape ?? 'data')
+    this.#sendError(res, gatewayError(ERRORS.GW_REQ_HEADERS_TOO_LARGE, problem), traceId, true, method === 'HEAD', shape, route?.format)
   }
 
   #serveCore(res: uWS.HttpResponse, name: 'healthz' | 'readyz' | 'metrics', traceId: string): void {

@@ -2,6 +2,8 @@
  * Incremental Server-Sent Events parsing and serialisation, used only when a pipeline has
  * `onChunk` hooks (otherwise streamed bytes are relayed untouched). Events may be split across
  * reads in any place, including inside a UTF-8 character or between `\r` and `\n`.
+ * Also the two byte scans that end a failed stream with an error event (`eventSeparatorAfter`,
+ * `nextSequenceNumber`): they run only when a stream fails, so relaying parses nothing for them.
  */
 import { StringDecoder } from 'node:string_decoder'
 import type { SseEvent } from '../context.js'
@@ -66,4 +68,62 @@ export function serializeSseEvent(event: SseEvent, otherLines: readonly string[]
   for (const line of otherLines) text += `${line}\n`
   for (const line of event.data.split('\n')) text += `data: ${line}\n`
   return `${text}\n`
+}
+
+const LF = 0x0a
+const CR = 0x0d
+const SEQUENCE_KEY = '"sequence_number"'
+
+/**
+ * What to write after `last` (the last relayed bytes) so that the next bytes begin a new event. A
+ * provider that fails inside an event leaves it open; closing it keeps the error event whole (the
+ * cut event itself is lost either way).
+ */
+export function eventSeparatorAfter(last: Buffer | null): string {
+  if (last === null || last.length === 0) return ''
+  const n = last.length
+  const end = last[n - 1]
+  if (end === LF) {
+    if (n >= 2 && last[n - 2] === LF) return ''
+    return '\n'
+  }
+  if (end === CR && n >= 2 && last[n - 2] === CR) return ''
+  // Inside a line (or after a lone CR, read as a line end with or without the next LF).
+  return '\n\n'
+}
+
+/**
+ * The `sequence_number` for a Responses stream's closing error event: one more than the last one in
+ * the stream's final bytes (`previous` + `last`, the two most recent upstream chunks), or 0 when
+ * they hold none. Runs only when a stream fails, so the relay never parses events for it.
+ */
+export function nextSequenceNumber(previous: Buffer | null, last: Buffer | null): number {
+  if (last === null) return 0
+  const found = lastSequenceNumber(last)
+  if (found !== null) return found + 1
+  if (previous === null) return 0
+  const joined = lastSequenceNumber(Buffer.concat([previous, last]))
+  return joined === null ? 0 : joined + 1
+}
+
+function lastSequenceNumber(bytes: Buffer): number | null {
+  let at = bytes.lastIndexOf(SEQUENCE_KEY)
+  while (at >= 0) {
+    let i = at + SEQUENCE_KEY.length
+    while (i < bytes.length && (bytes[i] === 0x20 || bytes[i] === 0x09)) i++
+    if (bytes[i] === 0x3a) {
+      i++
+      while (i < bytes.length && (bytes[i] === 0x20 || bytes[i] === 0x09)) i++
+      let value = 0
+      let digits = 0
+      while (i < bytes.length && digits < 15 && (bytes[i] as number) >= 0x30 && (bytes[i] as number) <= 0x39) {
+        value = value * 10 + ((bytes[i] as number) - 0x30)
+        digits++
+        i++
+      }
+      if (digits > 0) return value
+    }
+    at = at === 0 ? -1 : bytes.lastIndexOf(SEQUENCE_KEY, at - 1)
+  }
+  return null
 }

@@ -147,6 +147,88 @@ function rawExchange(port: number, text: string, until: string): Promise<string>
   })
 }
 
+/** One HTTP/1.1 response as read from a raw socket. */
+interface RawResponse {
+  /** The error the client's writes or reads failed with (`EPIPE`, `ECONNRESET`), if any. */
+  readonly socketError: string | null
+  readonly status: number
+  readonly headers: Record<string, string>
+  readonly body: string
+}
+
+/**
+ * Sends a whole request on a fresh connection and reads nothing until every byte is written, the way
+ * Python's `requests` (and many other blocking clients) do; then reads one response. The response is
+ * complete when its framing says so (content-length or the last chunk) or the connection ends.
+ */
+function sendAllThenRead(port: number, head: string, body: Buffer): Promise<RawResponse> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1')
+    socket.pause()
+    let raw = Buffer.alloc(0)
+    let socketError: string | null = null
+    let settled = false
+    const finish = (): void => {
+      if (settled) return
+      settled = true
+      socket.destroy()
+      resolve({ socketError, ...parseResponse(raw) })
+    }
+    socket.on('error', (error: NodeJS.ErrnoException) => {
+      socketError ??= error.code ?? error.message
+      finish()
+    })
+    socket.on('data', (data: Buffer) => {
+      raw = Buffer.concat([raw, data])
+      if (parseResponse(raw).complete) finish()
+    })
+    socket.on('end', finish)
+    socket.on('close', finish)
+    socket.once('connect', async () => {
+      socket.write(head)
+      for (let offset = 0; offset < body.length && !socket.destroyed; offset += 64 * 1024) {
+        if (!socket.write(body.subarray(offset, offset + 64 * 1024))) {
+          await new Promise((drained) => {
+            socket.once('drain', drained)
+            socket.once('close', drained)
+          })
+        }
+      }
+      socket.resume()
+    })
+  })
+}
+
+function parseResponse(raw: Buffer): { status: number; headers: Record<string, string>; body: string; complete: boolean } {
+  const text = raw.toString('latin1')
+  const headEnd = text.indexOf('\r\n\r\n')
+  if (headEnd < 0) return { status: 0, headers: {}, body: '', complete: false }
+  const [statusLine, ...lines] = text.slice(0, headEnd).split('\r\n')
+  const headers: Record<string, string> = {}
+  for (const line of lines) {
+    const colon = line.indexOf(':')
+    headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim()
+  }
+  const status = Number(statusLine?.split(' ')[1])
+  const rest = text.slice(headEnd + 4)
+  if (headers['content-length'] !== undefined) {
+    const length = Number(headers['content-length'])
+    return { status, headers, body: rest.slice(0, length), complete: rest.length >= length }
+  }
+  // Chunked: the chunks of a small error body, then the last (empty) chunk.
+  let body = ''
+  let at = 0
+  for (;;) {
+    const lineEnd = rest.indexOf('\r\n', at)
+    if (lineEnd < 0) return { status, headers, body, complete: false }
+    const size = parseInt(rest.slice(at, lineEnd), 16)
+    if (size === 0) return { status, headers, body, complete: rest.length >= lineEnd + 4 }
+    if (rest.length < lineEnd + 2 + size + 2) return { status, headers, body, complete: false }
+    body += rest.slice(lineEnd + 2, lineEnd + 2 + size)
+    at = lineEnd + 2 + size + 2
+  }
+}
+
 describe('gateway request body checks', () => {
   it('answers 400 GW_REQ_MALFORMED_JSON to a body that is not JSON, without calling the provider', async () => {
     const error = await expectError(await chat(gw, providerHeaders(key), '{"model": "gpt-4o-mini", "messages": ['), 400, 'GW_REQ_MALFORMED_JSON')
@@ -202,6 +284,39 @@ describe('gateway body size limit', () => {
     expect(body.error.type).toBe('invalid_request_error')
     expect(mock.requests).toHaveLength(0)
     await expectServing(small, smallKey)
+  })
+
+  it('answers 413 to a client that sends all of a 20 MB body before it reads, every time (lingering close, no broken pipe)', async () => {
+    const body = Buffer.alloc(20 * 1024 * 1024, 0x61)
+    const headers = `x-gateway-api-key: ${key}\r\nx-gateway-provider: openai\r\nx-gateway-custom-host: ${mock.url}\r\ncontent-type: application/json\r\n`
+    const port = Number(new URL(gw.url).port)
+    for (let round = 0; round < 5; round++) {
+      // A declared length over the limit (refused before any byte is read) and a chunked body that grows over it.
+      for (const framing of [`content-length: ${body.length}`, 'transfer-encoding: chunked']) {
+        const chunked = framing.startsWith('transfer-encoding')
+        const payload = chunked ? Buffer.concat([Buffer.from(`${body.length.toString(16)}\r\n`), body, Buffer.from('\r\n0\r\n\r\n')]) : body
+        const reply = await sendAllThenRead(port, `POST /v1/chat/completions HTTP/1.1\r\nhost: gateway\r\n${headers}${framing}\r\n\r\n`, payload)
+        expect(reply.socketError, `${framing}, round ${round}`).toBeNull()
+        expect(reply.status, `${framing}, round ${round}: ${reply.body}`).toBe(413)
+        expect(reply.headers['content-type']).toMatch(/^application\/json/)
+        expect(JSON.parse(reply.body).error).toMatchObject({ code: 'GW_REQ_BODY_TOO_LARGE', type: 'invalid_request_error' })
+      }
+    }
+    expect(mock.requests).toHaveLength(0)
+    await expectServing()
+  })
+
+  it('answers 413 to 20 MB bodies sent with fetch and node:http, every time', async () => {
+    const body = Buffer.alloc(20 * 1024 * 1024, 0x62)
+    for (let round = 0; round < 3; round++) {
+      await expectError(await chat(gw, providerHeaders(key), body as unknown as string), 413, 'GW_REQ_BODY_TOO_LARGE')
+      const chunks = Array.from({ length: 20 }, (_, i) => body.subarray(i * 1024 * 1024, (i + 1) * 1024 * 1024))
+      const reply = await chunkedPost(`${gw.url}/v1/chat/completions`, providerHeaders(key), chunks)
+      expect(reply.status, reply.text).toBe(413)
+      expect(JSON.parse(reply.text).error.code).toBe('GW_REQ_BODY_TOO_LARGE')
+    }
+    expect(mock.requests).toHaveLength(0)
+    await expectServing()
   })
 
   it('accepts a chunked body under the limit', async () => {

@@ -81,15 +81,20 @@ export type MockAction =
   /**
    * An SSE stream (chat.completion.chunk, or text_completion for /v1/completions) whatever the request
    * asked for: role chunk, `chunks` content deltas (see `mockStreamDeltas`), finish chunk, usage chunk
-   * when the request has `stream_options.include_usage`, then `data: [DONE]`. `intervalMs` waits
-   * between events; `destroyAfter` closes the socket after that many events (counting the role chunk)
-   * without finishing the chunked body, as an upstream dying mid-stream.
+   * when the request has `stream_options.include_usage`, then `data: [DONE]`. `events` replaces
+   * those with raw SSE event blocks (e.g. `event: response.created\ndata: {...}`), each sent with a
+   * blank line after it. `intervalMs` waits between events; `destroyAfter` closes the socket after
+   * that many events (counting the role chunk) without finishing the chunked body, as an upstream
+   * dying mid-stream; `stallAfter` sends nothing more after that many events and leaves the
+   * response open, as an upstream that hangs mid-stream (until the client or `close()` ends it).
    */
   | {
       readonly type: 'stream'
       readonly chunks?: number
+      readonly events?: readonly string[]
       readonly intervalMs?: number
       readonly destroyAfter?: number
+      readonly stallAfter?: number
       readonly delayMs?: number
     }
 
@@ -286,7 +291,8 @@ export async function startMockUpstream(): Promise<MockUpstream> {
       case 'stream': {
         const body = parseJsonObject(record.body) ?? {}
         const kind = record.pathname.endsWith('/completions') && !record.pathname.endsWith('/chat/completions') ? 'text' : 'chat'
-        return sendStream(exchange, streamEvents(kind, record, body, mockStreamDeltas(action.chunks)), action)
+        const events = action.events ?? dataEvents(streamEvents(kind, record, body, mockStreamDeltas(action.chunks)))
+        return sendStream(exchange, events, action)
       }
     }
   }
@@ -298,7 +304,7 @@ export async function startMockUpstream(): Promise<MockUpstream> {
       const body = parseJsonObject(record.body)
       if (body === undefined) return sendJson(record, res, 400, openAiErrorBody('The request body is not valid JSON.'))
       const kind = route === 'POST /v1/chat/completions' ? 'chat' : 'text'
-      if (body.stream === true) return sendStream(exchange, streamEvents(kind, record, body, mockStreamDeltas()), {})
+      if (body.stream === true) return sendStream(exchange, dataEvents(streamEvents(kind, record, body, mockStreamDeltas())), {})
       return sendJson(record, res, 200, kind === 'chat' ? chatCompletion(record, body) : textCompletion(record, body))
     }
     if (route === 'POST /v1/embeddings') {
@@ -333,8 +339,8 @@ export async function startMockUpstream(): Promise<MockUpstream> {
 
   async function sendStream(
     exchange: Exchange,
-    payloads: string[],
-    options: { intervalMs?: number; destroyAfter?: number },
+    events: readonly string[],
+    options: { intervalMs?: number; destroyAfter?: number; stallAfter?: number },
   ): Promise<void> {
     const { res, record } = exchange
     res.writeHead(200, {
@@ -343,19 +349,21 @@ export async function startMockUpstream(): Promise<MockUpstream> {
       'cache-control': 'no-cache',
     })
     res.flushHeaders()
-    for (let i = 0; i < payloads.length; i++) {
+    for (let i = 0; i < events.length; i++) {
       if (options.destroyAfter !== undefined && i >= options.destroyAfter) {
         exchange.destroyedByMock = true
         res.socket?.destroy()
         return
       }
+      if (options.stallAfter !== undefined && i >= options.stallAfter) return
       if (i > 0 && options.intervalMs !== undefined && options.intervalMs > 0) await wait(options.intervalMs)
       if (res.destroyed) return
       // Waiting for the flush keeps events apart and ensures they left before any destroy.
-      await new Promise<void>((resolve) => res.write(`data: ${payloads[i]}\n\n`, () => resolve()))
+      await new Promise<void>((resolve) => res.write(`${events[i]}\n\n`, () => resolve()))
       record.eventsSent++
     }
-    if (options.destroyAfter !== undefined && options.destroyAfter <= payloads.length) {
+    if (options.stallAfter !== undefined && options.stallAfter <= events.length) return
+    if (options.destroyAfter !== undefined && options.destroyAfter <= events.length) {
       exchange.destroyedByMock = true
       res.socket?.destroy()
       return
@@ -590,6 +598,11 @@ function streamEvents(kind: 'chat' | 'text', record: RecordedRequest, body: Reco
     if (withUsage) payloads.push({ ...base, choices: [], usage: { ...MOCK_USAGE } })
   }
   return [...payloads.map((payload) => JSON.stringify(payload)), '[DONE]']
+}
+
+/** Payloads as `data:` event blocks. */
+function dataEvents(payloads: readonly string[]): string[] {
+  return payloads.map((payload) => `data: ${payload}`)
 }
 
 function embeddings(body: Record<string, unknown>): unknown {
