@@ -303,6 +303,13 @@ export interface UpstreamRequest {
   readonly signal: AbortSignal | AbortSource
   /** Timeout asked for by the request (`x-gateway-request-timeout`); expiry → 408. `null` → the gateway default (→ 504). */
   readonly requestTimeoutMs: number | null
+  /**
+   * Longest silence allowed between two chunks of the response body once the headers arrived
+   * (a stream's events, or the parts of a whole body); expiry aborts the upstream request and the
+   * body fails (mapped by `toError`: 408 with a `requestTimeoutMs`, else 504). Absent or `null` →
+   * the client's own default.
+   */
+  readonly idleTimeoutMs?: number | null
 }
 
 /**

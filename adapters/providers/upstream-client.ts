@@ -7,8 +7,11 @@
  *   must arrive within it, counted from `send`, or the upstream call is aborted → 408
  *   `GW_UPSTREAM_REQUEST_TIMEOUT`;
  * - the gateway's own connect/headers timeouts → 504 `GW_UPSTREAM_TIMEOUT`;
- * - the body idle timeout (`bodyTimeoutMs`) surfaces from the body stream; `toError` maps it to 408
- *   when the request carried its own timeout, else 504.
+ * - the body idle timeout: the request's `idleTimeoutMs` (passed to undici as the request's
+ *   `bodyTimeout`, so it costs no timer of ours: undici refreshes its own per-connection timer on
+ *   every chunk and does not fire while the body is paused for backpressure), else `bodyTimeoutMs`.
+ *   On expiry undici destroys the connection (the provider sees the request go) and the body
+ *   stream fails; `toError` maps it to 408 when the request carried its own timeout, else 504.
  *
  * Errors handed out are `GatewayError`s with the catalogue's client-safe message; the driver error
  * is kept as `cause` (it may name hosts or carry other detail that must not reach clients).
@@ -90,7 +93,10 @@ class UpstreamExchange implements Dispatcher.DispatchHandler, ByteStream {
         return
       }
       this.#listen()
-      pool.dispatch({ path: request.path, method: request.method as Dispatcher.HttpMethod, headers: request.headers, body: request.body }, this)
+      pool.dispatch(
+        { path: request.path, method: request.method as Dispatcher.HttpMethod, headers: request.headers, body: request.body, bodyTimeout: request.idleTimeoutMs ?? null },
+        this,
+      )
     })
   }
 
@@ -275,7 +281,9 @@ export class UndiciUpstreamClient implements UpstreamClient {
     if (isGatewayError(error)) return error
     const code = errorCode(error)
     if (code === BODY_TIMEOUT_CODE) {
-      return wrap(requestTimeoutMs === null ? ERRORS.GW_UPSTREAM_TIMEOUT : ERRORS.GW_UPSTREAM_REQUEST_TIMEOUT, error)
+      return requestTimeoutMs === null
+        ? gatewayError(ERRORS.GW_UPSTREAM_TIMEOUT, 'The provider sent nothing for longer than the idle timeout', { cause: error })
+        : gatewayError(ERRORS.GW_UPSTREAM_REQUEST_TIMEOUT, `The provider sent nothing for longer than x-gateway-request-timeout (${requestTimeoutMs} ms)`, { cause: error })
     }
     if (code !== null && TIMEOUT_CODES.has(code)) return wrap(ERRORS.GW_UPSTREAM_TIMEOUT, error)
     return wrap(ERRORS.GW_UPSTREAM_STREAM_BROKEN, error)

@@ -14,6 +14,14 @@ export const forwardConfigSchema = z
       .default(['content-type', 'accept', 'openai-organization', 'openai-project', 'openai-beta']),
     /** Upper bound for `x-gateway-request-timeout`. */
     maxRequestTimeoutMs: z.number().int().min(1).default(3_600_000),
+    /**
+     * Longest silence between two chunks of a provider's response body (a stream's events) once
+     * its headers arrived, when the request sends no `x-gateway-request-timeout` (with one, that
+     * value bounds the silence too). Past it the upstream request is aborted: a stream ends with a
+     * `timeout_error` event (504 `GW_UPSTREAM_TIMEOUT`; 408 `GW_UPSTREAM_REQUEST_TIMEOUT` with the
+     * header), a body not yet sent becomes that error reply.
+     */
+    idleTimeoutMs: z.number().int().min(1).default(60_000),
   })
   .strict()
 

@@ -16,6 +16,9 @@
  * The gateway credential (`ctx.gatewayCredential`, written by auth) never goes upstream: a header
  * whose value contains it is dropped, whatever its name (pass-through, first-class routes and
  * `x-gateway-forward-headers` alike), and it is never taken as the provider key.
+ * Timeouts: `x-gateway-request-timeout` bounds the wait for the response headers (else the upstream
+ * client's `headersTimeoutMs`) and, once they arrived, every silence between two body chunks (else
+ * `idleTimeoutMs`, 60 s): a stalled stream ends with a `timeout_error` event.
  * Failure policy: upstream unreachable/reset → 502, gateway timeout → 504, request timeout → 408;
  * provider errors keep their status (normalised into the OpenAI shape on first-class routes).
  */
@@ -102,6 +105,7 @@ export class ForwardPlugin implements GatewayPlugin {
         body: ctx.method === 'GET' ? null : ctx.rawBody,
         signal: ctx.signal,
         requestTimeoutMs,
+        idleTimeoutMs: requestTimeoutMs ?? this.#config.idleTimeoutMs,
       })
     } catch (error) {
       if (error instanceof GatewayError) return error

@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo, Socket } from 'node:net'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import { ERRORS, GatewayError } from '../../../../core/errors.js'
 import type { ByteStream, UpstreamRequest } from '../../../../core/ports.js'
 import { connectAddressPolicy, parseAllowList } from '../../../../adapters/providers/custom-host-policy.js'
@@ -313,6 +313,21 @@ describe('UndiciUpstreamClient', () => {
     expect(c.toError(raw, null).status).toBe(504)
     expect(c.toError(raw, 5_000).code).toBe('GW_UPSTREAM_REQUEST_TIMEOUT')
     expect(c.toError(raw, 5_000).status).toBe(408)
+  })
+
+  it('bounds the silence between body chunks by the request\'s idleTimeoutMs, over the client default, and drops the connection', async () => {
+    const srv = await startServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      res.write('data: first\n\n')
+    })
+    const c = client({ bodyTimeoutMs: 600_000 })
+    const res = await c.send(request(srv.origin, { idleTimeoutMs: 200 }))
+    const raw = await readError(res.body)
+    const err = c.toError(raw, null)
+    expect(err.code).toBe('GW_UPSTREAM_TIMEOUT')
+    expect(err.message).toBe('The provider sent nothing for longer than the idle timeout')
+    expect(c.toError(raw, 200).message).toBe('The provider sent nothing for longer than x-gateway-request-timeout (200 ms)')
+    await vi.waitFor(() => expect(srv.closedSockets).toBe(1))
   })
 
   it('returns GatewayErrors from toError unchanged', () => {
