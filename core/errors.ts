@@ -69,7 +69,7 @@ export const ERRORS = {
   GW_REQ_CUSTOM_HOST_REFUSED: defineError('GW_REQ_CUSTOM_HOST_REFUSED', 400, 'invalid_request_error', 'AB01', 'The custom host is not allowed'),
   GW_REQ_ROUTE_UNSUPPORTED: defineError('GW_REQ_ROUTE_UNSUPPORTED', 400, 'invalid_request_error', 'AB01', 'This provider does not support this route'),
   // Authentication
-  GW_AUTH_KEY_MISSING: defineError('GW_AUTH_KEY_MISSING', 401, 'authentication_error', 'AB05', 'Missing API key: send it in x-gateway-api-key'),
+  GW_AUTH_KEY_MISSING: defineError('GW_AUTH_KEY_MISSING', 401, 'authentication_error', 'AB05', 'Missing gateway API key: send it in x-gateway-api-key'),
   GW_AUTH_KEY_INVALID: defineError('GW_AUTH_KEY_INVALID', 401, 'authentication_error', 'AB05', 'Invalid API key'),
   GW_AUTH_KEY_EXPIRED: defineError('GW_AUTH_KEY_EXPIRED', 401, 'authentication_error', 'AB05', 'The API key has expired'),
   GW_AUTH_TOKEN_INVALID: defineError('GW_AUTH_TOKEN_INVALID', 401, 'authentication_error', 'AB05', 'Invalid token'),

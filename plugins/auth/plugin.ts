@@ -3,7 +3,9 @@
  * Phases: onRequest (priority 1000), start (bootstrap). Writes `ctx.principal` and
  * `ctx.gatewayCredential` (the presented secret, so forward never sends it upstream); reads
  * `ctx.headers` and `ctx.route` (public routes, such as invite links, need no credential).
- * Reads the credential from `x-gateway-api-key`, else `Authorization: Bearer`.
+ * Reads the credential from `x-gateway-api-key`, else `Authorization: Bearer`. On the data plane a
+ * Bearer that is neither a gateway key (`gw-…`) nor a JWT is a provider key sent without a gateway
+ * key: 401 "Missing gateway API key" naming `x-gateway-api-key`, with no store lookup.
  * - An API key is looked up by SHA-256 in the admin store through an in-process cache (evicted by
  *   `api-keys` change notifications). A rotated-out secret is accepted until the key's transition
  *   deadline (`previousKeyExpiresAt`). The cache is core/read-through-cache.ts (bounded by
@@ -185,6 +187,12 @@ export class AuthPlugin implements GatewayPlugin {
       }
       const header = parseJwtHeader(secret)
       if (header !== null) return this.#verifyJwt(ctx, secret, header, credentialHeader)
+    }
+    // Gateway keys start with `gw-`; only the Admin API's bootstrap key may have another form.
+    if (credentialHeader === 'authorization' && ctx.route.group !== 'admin' && !secret.startsWith('gw-')) {
+      return gatewayError(ERRORS.GW_AUTH_KEY_MISSING, 'Missing gateway API key: send it in x-gateway-api-key (Authorization holds a provider key, not a gateway key)', {
+        param: 'x-gateway-api-key',
+      })
     }
     const hash = hashSecret(secret)
     const cached = this.#keys.get(hash, now)

@@ -4,11 +4,13 @@
  * `{"error":{message,type,param,code}}` with the catalogue code, and the gateway must go on
  * serving good requests afterwards.
  */
+import { randomUUID } from 'node:crypto'
 import { request as httpRequest } from 'node:http'
 import { connect, createServer, type AddressInfo } from 'node:net'
 import OpenAI from 'openai'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
 import { ERRORS, type ErrorCode } from '../../core/errors.js'
+import { AdminStore } from '../../core/ports.js'
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js'
 import { MOCK_MODELS, MOCK_REPLY, openAiErrorBody, startMockUpstream, type MockUpstream } from '../helpers/mock-upstream.js'
 
@@ -406,7 +408,33 @@ describe('gateway authentication and scopes on the data plane', () => {
     const headers = providerHeaders(key)
     delete headers['x-gateway-api-key']
     delete headers.authorization
-    await expectError(await chat(gw, headers), 401, 'GW_AUTH_KEY_MISSING')
+    const error = await expectError(await chat(gw, headers), 401, 'GW_AUTH_KEY_MISSING')
+    expect(error.message).toBe('Missing gateway API key: send it in x-gateway-api-key')
+    expect(mock.requests).toHaveLength(0)
+    await expectServing()
+  })
+
+  it('answers 401 GW_AUTH_KEY_MISSING naming x-gateway-api-key to a provider key in Authorization without a gateway key, with no key lookup', async () => {
+    const store = gw.wiring.resolve(AdminStore)
+    const lookups = vi.spyOn(store, 'findApiKeyByHash')
+    try {
+      for (const path of ['/v1/chat/completions', '/v1/rerank']) {
+        const headers = providerHeaders(key, { authorization: `Bearer sk-proj-${randomUUID()}` })
+        delete headers['x-gateway-api-key']
+        const response = await fetch(`${gw.url}${path}`, { method: 'POST', headers, body: CHAT_BODY })
+        const error = await expectError(response, 401, 'GW_AUTH_KEY_MISSING')
+        expect(error.message).toMatch(/^Missing gateway API key: send it in x-gateway-api-key/)
+        expect(error.param).toBe('x-gateway-api-key')
+      }
+      expect(lookups).not.toHaveBeenCalled()
+    } finally {
+      lookups.mockRestore()
+    }
+    const client = new OpenAI({ apiKey: 'sk-provider', baseURL: `${gw.url}/v1`, defaultHeaders: { 'x-gateway-provider': 'openai', 'x-gateway-custom-host': mock.url }, maxRetries: 0 })
+    const failure = await client.chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'Hello' }] }).then(() => null, (error: unknown) => error)
+    expect(failure).toBeInstanceOf(OpenAI.AuthenticationError)
+    expect((failure as InstanceType<typeof OpenAI.AuthenticationError>).code).toBe('GW_AUTH_KEY_MISSING')
+    expect((failure as Error).message).toContain('x-gateway-api-key')
     expect(mock.requests).toHaveLength(0)
     await expectServing()
   })
