@@ -39,13 +39,14 @@ export interface ClickHouseLogTableFeatures {
  */
 export async function prepareClickHouseLogTables(client: ClickHouseClient, database: string): Promise<ClickHouseLogTableFeatures> {
   await client.command({ query: `CREATE DATABASE IF NOT EXISTS ${database}` })
-  const server = await first<{ token: string | number; window: string | number }>(
+  // Plain aliases: `window` is a keyword on servers with window functions.
+  const server = await first<{ has_token: string | number; has_window: string | number }>(
     client,
     `SELECT
-  (SELECT count() FROM system.settings WHERE name = 'insert_deduplication_token') AS token,
-  (SELECT count() FROM system.merge_tree_settings WHERE name = 'non_replicated_deduplication_window') AS window`,
+  (SELECT count() FROM system.settings WHERE name = 'insert_deduplication_token') AS has_token,
+  (SELECT count() FROM system.merge_tree_settings WHERE name = 'non_replicated_deduplication_window') AS has_window`,
   )
-  const window = Number(server?.window ?? 0) > 0
+  const window = Number(server?.has_window ?? 0) > 0
   await client.command({ query: clickHouseRequestLogDdl(database, window) })
   await client.command({ query: clickHouseFeedbackDdl(database) })
   if (!window) return { insertTokens: false }
@@ -55,15 +56,22 @@ export async function prepareClickHouseLogTables(client: ClickHouseClient, datab
   )
   let deduplicates = table?.engine.startsWith('Replicated') === true
   if (table?.engine === 'MergeTree') {
-    // A table created before the window was set (or by an older version of the gateway) gets it now.
-    if (!/non_replicated_deduplication_window\s*=\s*[1-9]/.test(table.create_table_query)) {
-      await client.command({
-        query: `ALTER TABLE ${database}.${CLICKHOUSE_REQUEST_LOG_TABLE} MODIFY SETTING non_replicated_deduplication_window = ${CLICKHOUSE_DEDUPLICATION_WINDOW}`,
-      })
+    deduplicates = /non_replicated_deduplication_window\s*=\s*[1-9]/.test(table.create_table_query)
+    // A table created before the window was set (or by an older version of the gateway) gets it
+    // now. Best effort: without it (a user not allowed to ALTER) the sink still writes, relying on
+    // its own checks, rather than never getting prepared.
+    if (!deduplicates) {
+      deduplicates = await client
+        .command({
+          query: `ALTER TABLE ${database}.${CLICKHOUSE_REQUEST_LOG_TABLE} MODIFY SETTING non_replicated_deduplication_window = ${CLICKHOUSE_DEDUPLICATION_WINDOW}`,
+        })
+        .then(
+          () => true,
+          () => false,
+        )
     }
-    deduplicates = true
   }
-  return { insertTokens: deduplicates && Number(server?.token ?? 0) > 0 }
+  return { insertTokens: deduplicates && Number(server?.has_token ?? 0) > 0 }
 }
 
 async function first<T>(client: ClickHouseClient, query: string): Promise<T | undefined> {
