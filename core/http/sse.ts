@@ -81,15 +81,21 @@ const SEQUENCE_KEY = '"sequence_number"'
  */
 export function eventSeparatorAfter(last: Buffer | null): string {
   if (last === null || last.length === 0) return ''
-  const n = last.length
-  const end = last[n - 1]
-  if (end === LF) {
-    if (n >= 2 && last[n - 2] === LF) return ''
-    return '\n'
+  let end = last.length
+  const final = last[end - 1]
+  if (final === LF) {
+    end--
+    if (end > 0 && last[end - 1] === CR) end--
+  } else if (final === CR) {
+    end--
+    // A lone CR ends a line, but a reader waits to see whether LF follows: "\n" alone would only complete it.
+    if (end > 0 && last[end - 1] !== LF && last[end - 1] !== CR) return '\n\n'
+  } else {
+    return '\n\n'
   }
-  if (end === CR && n >= 2 && last[n - 2] === CR) return ''
-  // Inside a line (or after a lone CR, read as a line end with or without the next LF).
-  return '\n\n'
+  // One line end stripped: another one before it means the event was already closed by a blank line.
+  if (end === 0 || last[end - 1] === LF || last[end - 1] === CR) return ''
+  return '\n'
 }
 
 /**

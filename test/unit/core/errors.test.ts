@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
-import { ERRORS, ERROR_TYPES, GatewayError, gatewayError, toControlPlaneBody, toDataPlaneBody, toStreamErrorEvent } from '../../../core/errors.js'
+import { ERRORS, ERROR_TYPES, GatewayError, gatewayError, toControlPlaneBody, toDataPlaneBody, toMessagesBody, toStreamErrorEvent } from '../../../core/errors.js'
 
 const readme = readFileSync(new URL('../../../README.md', import.meta.url), 'utf8')
 
@@ -52,5 +52,25 @@ describe('error catalogue', () => {
     expect(JSON.parse(event.slice(6))).toEqual({
       error: { message: 'The provider stream ended with an error', type: 'upstream_error', code: 'GW_UPSTREAM_STREAM_BROKEN' },
     })
+  })
+
+  it('serialises to the Messages body and to the Responses and Messages stream error events', () => {
+    const error = gatewayError(ERRORS.GW_UPSTREAM_TIMEOUT)
+    expect(JSON.parse(toMessagesBody(error))).toEqual({ type: 'error', error: { type: 'timeout_error', message: 'The provider did not answer in time' } })
+    expect(toStreamErrorEvent(error, 'openai', 7)).toBe(toStreamErrorEvent(error))
+
+    const responses = toStreamErrorEvent(error, 'responses', 7)
+    expect(responses.startsWith('event: error\ndata: ')).toBe(true)
+    expect(responses.endsWith('}\n\n')).toBe(true)
+    expect(JSON.parse(responses.slice('event: error\ndata: '.length))).toEqual({
+      type: 'error',
+      code: 'GW_UPSTREAM_TIMEOUT',
+      message: 'The provider did not answer in time',
+      param: null,
+      sequence_number: 7,
+    })
+
+    const messages = toStreamErrorEvent(error, 'messages')
+    expect(messages).toBe(`event: error\ndata: ${toMessagesBody(error)}\n\n`)
   })
 })

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { RouteTable, selectsProvider } from '../../../core/routes.js'
+import { passthroughFormat, RouteTable, selectsProvider } from '../../../core/routes.js'
 
 const table = new RouteTable()
 
@@ -38,6 +38,24 @@ describe('RouteTable', () => {
     expect(routeOf('PATCH', '/v1/rerank', true)).toBe('method-not-allowed')
     expect(routeOf('GET', '/healthz')).toBe('core')
     expect(routeOf('POST', '/healthz')).toBe('method-not-allowed')
+  })
+
+  it('gives each route the format its errors take: pass-through by path, the rest openai', () => {
+    const formatOf = (method: string, path: string, provider = true): string => {
+      const lookup = table.lookup(method, path, provider)
+      return lookup.kind === 'route' ? lookup.match.route.format : lookup.kind
+    }
+    expect(formatOf('POST', '/v1/chat/completions')).toBe('openai')
+    expect(formatOf('POST', '/v1/admin/workspaces', false)).toBe('openai')
+    expect(formatOf('POST', '/v1/rerank')).toBe('openai')
+    expect(formatOf('POST', '/v1/responses')).toBe('responses')
+    expect(formatOf('GET', '/v1/responses/resp_1')).toBe('responses')
+    expect(formatOf('POST', '/v1/messages')).toBe('messages')
+    expect(formatOf('POST', '/v1/messages/count_tokens')).toBe('messages')
+    expect(formatOf('POST', '/v1/messages/', false)).toBe('messages')
+    for (const path of ['/v1/messagesx', '/v1/responsesx', '/v1/x/messages', '/v1/message']) expect(passthroughFormat(path), path).toBe('openai')
+    const lookup = table.lookup('PUT', '/v1/messages/batches/b1', true)
+    expect(lookup.kind === 'route' && lookup.match.route).toMatchObject({ group: 'passthrough', id: 'passthrough', method: 'PUT', format: 'messages' })
   })
 
   it('recognises provider selection headers', () => {
