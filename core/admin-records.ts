@@ -1,5 +1,5 @@
 /**
- * The records the admin store keeps (re-exported by core/ports.ts, which plugins import).
+ * The records the admin store keeps (the `AdminStore` port in core/ports.ts reads and writes them).
  *
  * Conventions every adapter keeps:
  * - ids are UUID strings; a workspace also has a slug unique in its organisation;
@@ -7,7 +7,8 @@
  * - emails are stored lower-cased (the Admin API lower-cases them), so equality is exact;
  * - arrays keep their order; `null` means "not set", never "empty".
  */
-import type { ApiKeyType } from './context.js'
+/** Types of API key (API.md §1). */
+export type ApiKeyType = 'organisation-service' | 'workspace-service' | 'workspace-user'
 
 export type OrganisationRole = 'owner' | 'admin' | 'member'
 export type WorkspaceRole = 'admin' | 'manager' | 'member'

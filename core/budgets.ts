@@ -18,9 +18,8 @@
  * (USD × 10⁹) for cost limits, so sums are exact everywhere.
  */
 import type { UsageLimitRule } from './admin-records.js'
-import type { LimitSubject, RequestContext } from './context.js'
-import type { BucketAcquire } from './rate-limits.js'
-import type { Service, Token } from './ports.js'
+import type { BucketAcquire, LimitSubject } from './limits.js'
+import { portToken, type Service } from './service.js'
 
 /** USD amounts are kept as integers in this unit (1 USD = 10⁹). */
 export const NANO_USD_PER_USD = 1_000_000_000
@@ -71,7 +70,7 @@ export interface BudgetLedger extends Service {
   /** Current usage (reservations excluded) of each key; `null` when the ledger does not hold it. */
   peek(keys: readonly string[]): Promise<ReadonlyArray<number | null>>
 }
-export const BudgetLedger = Symbol.for('gateway:BudgetLedger') as Token<BudgetLedger>
+export const BudgetLedger = portToken<BudgetLedger>('BudgetLedger')
 
 /** `ReserveDecision`, or a rate-limit bucket (`index` into the acquires) refused first: nothing was taken or reserved. */
 export type CombinedReserveDecision = ReserveDecision | { readonly kind: 'rate-limited'; readonly index: number; readonly retryAfterMs: number }
@@ -92,19 +91,6 @@ export interface CombinedLimitLedger extends BudgetLedger {
 /** Whether a ledger implements `CombinedLimitLedger`. */
 export function combinesRateLimits(ledger: BudgetLedger): ledger is CombinedLimitLedger {
   return typeof (ledger as Partial<CombinedLimitLedger>).reserveWithBuckets === 'function'
-}
-
-/**
- * Whether the budget plugin reserves for this request: an authenticated, non-GET request whose
- * API key, workspace or virtual key has usage limits. The rate-limit plugin asks it too (see
- * `LimitCoordination`).
- */
-export function hasUsageLimits(ctx: RequestContext): boolean {
-  const principal = ctx.principal
-  if (principal === null || ctx.method === 'GET') return false
-  if (ctx.virtualKey !== null && ctx.virtualKey.usageLimits.length > 0) return true
-  for (const subject of principal.limitSubjects) if (subject.usageLimits.length > 0) return true
-  return false
 }
 
 /** An entity that carries usage limits. */
@@ -148,7 +134,7 @@ export interface UsageStore extends Service {
   /** The latest reset of every entity ever reset. */
   listResets(): Promise<readonly BudgetReset[]>
 }
-export const UsageStore = Symbol.for('gateway:UsageStore') as Token<UsageStore>
+export const UsageStore = portToken<UsageStore>('UsageStore')
 
 /** Prices of one model in USD per million tokens. */
 export interface ModelPrice {
@@ -169,7 +155,7 @@ export interface PriceTable {
    */
   find(provider: string | null, model: string): ModelPrice | null
 }
-export const PriceTable = Symbol.for('gateway:PriceTable') as Token<PriceTable>
+export const PriceTable = portToken<PriceTable>('PriceTable')
 
 /** One usage limit of an entity as the Admin API shows it. */
 export interface BudgetUsage {
@@ -188,7 +174,7 @@ export interface BudgetAccounts {
   /** `reset_usage`: every limit of the entity starts a new period now, on every instance. */
   reset(entity: BudgetEntity): Promise<void>
 }
-export const BudgetAccounts = Symbol.for('gateway:BudgetAccounts') as Token<BudgetAccounts>
+export const BudgetAccounts = portToken<BudgetAccounts>('BudgetAccounts')
 
 /** What the Admin API sees when the budget plugin is disabled: nothing is counted, nothing to reset. */
 export const UNTRACKED_BUDGETS: BudgetAccounts = Object.freeze({
@@ -196,8 +182,6 @@ export const UNTRACKED_BUDGETS: BudgetAccounts = Object.freeze({
   reset: async () => {},
 })
 
-/** Change-notifier channel of manual resets; messages are `<kind>:<id>:<resetAt ms>`, or `*`. */
-export const BUDGET_RESET_CHANNEL = 'budget-resets'
 
 /** One counter a request reserved on. */
 export interface BudgetHoldItem {

@@ -5,14 +5,11 @@
  * later, so V8 keeps one hidden class for every request. Each slot names its single writer; a
  * plugin that needs per-request state gets a declared slot here, never an ad-hoc property.
  */
-import type { RateLimitRule, UsageLimitRule } from './admin-records.js'
+import type { ApiKeyType } from './admin-records.js'
 import type { BudgetHold } from './budgets.js'
 import type { GatewayError } from './errors.js'
-import type { RateLimitClaim, RateLimitHold } from './rate-limits.js'
+import type { LimitSubject, RateLimitClaim, RateLimitHold } from './limits.js'
 import type { HttpMethod, RouteSpec } from './routes.js'
-
-/** Types of API key (API.md §1). */
-export type ApiKeyType = 'organisation-service' | 'workspace-service' | 'workspace-user'
 
 /** Who is calling: the resolved API key or JWT. */
 export interface Principal {
@@ -36,17 +33,6 @@ export interface Principal {
    * the API key (absent for JWTs), then its workspace (absent for Admin API keys).
    */
   readonly limitSubjects: readonly LimitSubject[]
-}
-
-/** An entity with limits (API.md §6): an API key, a workspace or a virtual key. */
-export interface LimitSubject {
-  readonly kind: 'api-key' | 'workspace' | 'virtual-key'
-  /** UUID of the entity. */
-  readonly id: string
-  /** How error messages name it, never revealing a secret (e.g. `workspace ws-team-3f9a1c`, `API key gw********abc`). */
-  readonly label: string
-  readonly rateLimits: readonly RateLimitRule[]
-  readonly usageLimits: readonly UsageLimitRule[]
 }
 
 /** The provider credential a virtual key resolved to (decrypted; never logged). */

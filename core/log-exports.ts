@@ -5,7 +5,8 @@
  */
 import type { Paged, PageRequest } from './admin-records.js'
 import type { LogAnalytics } from './logs.js'
-import type { ByteStream, LogSink, Service, Token } from './ports.js'
+import type { ByteStream, LogSink } from './ports.js'
+import { portToken, type Service } from './service.js'
 
 /** `draft` until started; `in_progress` while it runs; then `success`, `failed` or `stopped` (cancelled). */
 export const EXPORT_STATUSES = ['draft', 'in_progress', 'success', 'failed', 'stopped'] as const
@@ -84,7 +85,7 @@ export interface ExportStore extends Service {
   /** The export's data file as a byte stream, or `null` when it has none. */
   openReader(id: string): Promise<ByteStream | null>
 }
-export const ExportStore = Symbol.for('gateway:ExportStore') as Token<ExportStore>
+export const ExportStore = portToken<ExportStore>('ExportStore')
 
 /**
  * The log ports the Admin API's analytics, feedback, logs and exports endpoints use. The token
@@ -96,4 +97,4 @@ export interface LogServices {
   readonly sink: LogSink
   readonly exports: ExportStore
 }
-export const LogServices = Symbol.for('gateway:LogServices') as Token<LogServices | null>
+export const LogServices = portToken<LogServices | null>('LogServices')

@@ -10,7 +10,7 @@
  * Units: times are epoch milliseconds; cost is kept exact as nano-USD (USD × 10⁹, integer) and
  * shown in cents by the Admin API (1 cent = 10⁷ nano-USD).
  */
-import type { Service, Token } from './ports.js'
+import { portToken, type Service } from './service.js'
 
 /** Where a log record came from. */
 export type LogSource = 'gateway' | 'custom'
@@ -212,4 +212,4 @@ export interface LogAnalytics extends Service {
    */
   scanLogs(filter: LogFilter, options: { readonly batchSize: number; readonly limit: number }, onBatch: (rows: readonly StoredLog[]) => Promise<boolean>): Promise<void>
 }
-export const LogAnalytics = Symbol.for('gateway:LogAnalytics') as Token<LogAnalytics>
+export const LogAnalytics = portToken<LogAnalytics>('LogAnalytics')

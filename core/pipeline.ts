@@ -15,12 +15,20 @@
  * once here; running it costs nothing more per request.
  */
 import type { JsonObject, RequestContext, SseEvent } from './context.js'
-import { ERRORS, GatewayError, gatewayError, toControlPlaneBody, toDataPlaneBody, toMessagesBody, type ApiFormat } from './errors.js'
+import {
+  ERRORS,
+  GatewayError,
+  gatewayError,
+  toControlPlaneBody,
+  toDataPlaneBody,
+  toMessagesBody,
+  type ApiFormat,
+} from './errors.js'
 import { JSON_TOO_DEEP_MESSAGE, jsonTooDeep } from './json-depth.js'
 import { METADATA_HEADER, parseMetadataHeader } from './json-metadata.js'
 import type { GatewayPlugin, HookResult, Reply } from './plugin.js'
-import type { Logger } from './ports.js'
 import type { RouteGroup } from './routes.js'
+import type { Logger } from './service.js'
 
 /** Rewrites or drops one streamed event; `null` when the pipeline has no `onChunk` hooks. */
 export type EventTransform = (ctx: RequestContext, event: SseEvent) => SseEvent | null

@@ -27,8 +27,9 @@
  */
 import type { RequestContext, SseEvent } from './context.js'
 import type { GatewayError } from './errors.js'
+import type { ByteStream } from './ports.js'
 import type { RouteGroup } from './routes.js'
-import type { ByteStream, Token } from './ports.js'
+import type { Token } from './service.js'
 
 /** A reply body streamed from a source (an upstream response). */
 export interface StreamBody {

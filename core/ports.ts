@@ -1,10 +1,9 @@
 /**
  * Ports: the interfaces plugins depend on, each with a same-named token used by the composition
- * root (config/wiring.ts) to inject the configured adapter. Adapters live in `adapters/` and import
- * only this file, core/errors.ts, their own folder and their driver.
- *
- * Every adapter is a `Service`: `start()` is awaited at boot before the first request, `close()` at
- * shutdown after in-flight requests drained, `health()` backs `/readyz`.
+ * root (config/wiring.ts) to inject the configured adapter. Adapters live in `adapters/` and
+ * implement them. The basics every port is built from (tokens, `Service`, `Logger`, `Clock`) are in
+ * core/service.ts; the records the admin store holds in core/admin-records.ts; the log records in
+ * core/logs.ts; the limit ports in core/rate-limits.ts and core/budgets.ts.
  */
 import type {
   ApiKeyFilter,
@@ -17,8 +16,8 @@ import type {
   InviteState,
   MemberFilter,
   OrganisationRecord,
-  PageRequest,
   Paged,
+  PageRequest,
   UserFilter,
   UserRecord,
   VirtualKeyFilter,
@@ -29,47 +28,12 @@ import type {
   WorkspaceMemberWithUser,
   WorkspaceRecord,
 } from './admin-records.js'
-import type { Usage } from './context.js'
-import type { FeedbackRecord, LogRecord } from './logs.js'
 import type { GatewayError } from './errors.js'
-
-/** A typed injection token. The phantom field carries the type; it never exists at runtime. */
-export type Token<T> = symbol & { readonly __port?: T }
-
-function token<T>(name: string): Token<T> {
-  return Symbol.for(`gateway:${name}`) as Token<T>
-}
-
-export interface HealthStatus {
-  readonly ok: boolean
-  /** Short, secret-free explanation when not ok. */
-  readonly detail?: string
-}
-
-/** Lifecycle every adapter implements. */
-export interface Service {
-  start(): Promise<void>
-  close(): Promise<void>
-  health(): Promise<HealthStatus>
-}
-
-// ---------------------------------------------------------------------------------------------
-// Logger
-
-/** Structured process logger (pino-compatible subset). Never pass secrets. */
-export interface Logger {
-  debug(fields: object, message?: string): void
-  info(fields: object, message?: string): void
-  warn(fields: object, message?: string): void
-  error(fields: object, message?: string): void
-}
-export const Logger = token<Logger>('Logger')
+import type { FeedbackRecord, LogRecord } from './logs.js'
+import { portToken, type Service } from './service.js'
 
 // ---------------------------------------------------------------------------------------------
 // Admin store
-
-export type * from './admin-records.js'
-export type * from './logs.js'
 
 /**
  * The writes of one admin action, bound to one transaction (see `AdminStore.write`). Updates are
@@ -178,7 +142,7 @@ export interface AdminStore extends Service {
   /** Any one sealed secret of any organisation, or `null` when none is stored (boot checks the master key with it). */
   sampleSealedSecret(): Promise<string | null>
 }
-export const AdminStore = token<AdminStore>('AdminStore')
+export const AdminStore = portToken<AdminStore>('AdminStore')
 
 // ---------------------------------------------------------------------------------------------
 // Secrets at rest
@@ -193,7 +157,7 @@ export interface SecretCipher {
   /** Throws when the text was sealed under another key or was tampered with. */
   open(sealed: string): string
 }
-export const SecretCipher = token<SecretCipher>('SecretCipher')
+export const SecretCipher = portToken<SecretCipher>('SecretCipher')
 
 // ---------------------------------------------------------------------------------------------
 // Request logs
@@ -239,7 +203,7 @@ export interface LogSinkStats {
   /** Records currently held in the on-disk journal, waiting for the store to come back. */
   readonly journaled: number
 }
-export const LogSink = token<LogSink>('LogSink')
+export const LogSink = portToken<LogSink>('LogSink')
 
 // ---------------------------------------------------------------------------------------------
 // Providers and the upstream client
@@ -275,7 +239,7 @@ export interface ProviderRegistry {
    */
   checkCustomHost(url: string): CustomHostCheck | Promise<CustomHostCheck>
 }
-export const ProviderRegistry = token<ProviderRegistry>('ProviderRegistry')
+export const ProviderRegistry = portToken<ProviderRegistry>('ProviderRegistry')
 
 /**
  * An abort signal in the shape undici accepts besides a DOM `AbortSignal`: EventEmitter-like, with
@@ -342,7 +306,7 @@ export interface UpstreamClient extends Service {
   send(request: UpstreamRequest): Promise<UpstreamResponse>
   toError(error: unknown, requestTimeoutMs: number | null): GatewayError
 }
-export const UpstreamClient = token<UpstreamClient>('UpstreamClient')
+export const UpstreamClient = portToken<UpstreamClient>('UpstreamClient')
 
 // ---------------------------------------------------------------------------------------------
 // Change notifications
@@ -356,26 +320,4 @@ export interface ChangeNotifier extends Service {
   /** Returns an unsubscribe function. */
   subscribe(channel: string, handler: (message: string) => void): () => void
 }
-export const ChangeNotifier = token<ChangeNotifier>('ChangeNotifier')
-
-/**
- * Channels in use. `apiKeys` messages are a key hash; `organisations` messages are an
- * organisation id (its JWT settings changed); `workspaces` messages are a workspace UUID (renamed,
- * limits changed or deleted); `virtualKeys` messages are a virtual key UUID. On every channel the message `*` means "drop everything cached" (sent
- * e.g. after a notifier reconnects, when messages may have been missed).
- */
-export const CHANGE_CHANNELS = {
-  apiKeys: 'api-keys',
-  organisations: 'organisations',
-  workspaces: 'workspaces',
-  virtualKeys: 'virtual-keys',
-} as const
-
-// ---------------------------------------------------------------------------------------------
-// Clock
-
-/** Time source, injectable so limits and expiry are testable. */
-export interface Clock {
-  now(): number
-}
-export const Clock = token<Clock>('Clock')
+export const ChangeNotifier = portToken<ChangeNotifier>('ChangeNotifier')

@@ -28,7 +28,7 @@
  * Values must not be `undefined` (`get` answers `undefined` for a miss): remember "not found" as
  * `null` or as a value of its own.
  */
-import type { Clock } from './ports.js'
+import type { Clock } from './service.js'
 
 export interface ReadThroughCacheOptions<V> {
   /** Most entries kept (at least 1); when full, the entry loaded longest ago is dropped. */

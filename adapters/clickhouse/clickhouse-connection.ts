@@ -4,7 +4,12 @@
  */
 import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client'
 import { databaseName, quoteString } from '../sql/sql-literals.js'
-import { CLICKHOUSE_DEDUPLICATION_WINDOW, CLICKHOUSE_REQUEST_LOG_TABLE, clickHouseFeedbackDdl, clickHouseRequestLogDdl } from './clickhouse-schema.js'
+import {
+  CLICKHOUSE_DEDUPLICATION_WINDOW,
+  CLICKHOUSE_REQUEST_LOG_TABLE,
+  clickHouseFeedbackDdl,
+  clickHouseRequestLogDdl,
+} from './clickhouse-schema.js'
 
 /** `database`, or `gateway`, checked (it is written into DDL and every query). */
 export function logDatabaseOf(database: string | undefined): string {

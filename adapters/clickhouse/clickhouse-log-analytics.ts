@@ -14,7 +14,8 @@
  * server's text (which may quote the query) is kept only as the `cause`, for the process log.
  */
 import type { ClickHouseClient } from '@clickhouse/client'
-import { LogStoreUnavailableError, type HealthStatus } from '../../core/ports.js'
+import { LogStoreUnavailableError } from '../../core/ports.js'
+import type { HealthStatus } from '../../core/service.js'
 import type { SqlResultRow } from '../sql/analytics-sql.js'
 import { SqlLogAnalytics } from '../sql/sql-log-analytics.js'
 import { clickHouseDialect } from '../sql/sql-dialect.js'

@@ -10,7 +10,18 @@
  * Errors are `MasterKeyError`s naming the variable or file; they never contain key material.
  */
 import { randomBytes } from 'node:crypto'
-import { closeSync, fchmodSync, fstatSync, fsyncSync, linkSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs'
+import {
+  closeSync,
+  fchmodSync,
+  fstatSync,
+  fsyncSync,
+  linkSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  writeSync,
+} from 'node:fs'
 import { dirname, join } from 'node:path'
 
 export const MASTER_KEY_VARIABLE = 'GATEWAY_MASTER_KEY'

@@ -7,11 +7,10 @@
  * `TIMESTAMP`s back into `Date#toISOString()` strings and parses the JSON text, so a record read
  * back deep-equals the record written.
  */
-import type { ApiKeyType } from '../../core/context.js'
-import { ERRORS, gatewayError } from '../../core/errors.js'
 import type {
   ApiKeyRecord,
   ApiKeyStatus,
+  ApiKeyType,
   AuditEntry,
   InviteRecord,
   InviteState,
@@ -27,7 +26,8 @@ import type {
   WorkspaceMemberRecord,
   WorkspaceRecord,
   WorkspaceRole,
-} from '../../core/ports.js'
+} from '../../core/admin-records.js'
+import { ERRORS, gatewayError } from '../../core/errors.js'
 import type { SqlParam, SqlRow } from './duckdb-database.js'
 
 /** One row to write: column name → bound value. Key order is the column order of the `INSERT`. */

@@ -17,22 +17,18 @@
  * precision, `Z`). Uniqueness violations reject with `GW_ADMIN_CONFLICT`; anything else (file
  * unreadable, database closed) rejects with the driver error, so callers fail closed.
  */
-import { ERRORS, gatewayError } from '../../core/errors.js'
 import type {
-  AdminStore,
-  AdminWriter,
   ApiKeyFilter,
   ApiKeyRecord,
   AuditEntry,
   AuditFilter,
   BootstrapSeed,
-  HealthStatus,
   InviteFilter,
   InviteRecord,
   MemberFilter,
   OrganisationRecord,
-  PageRequest,
   Paged,
+  PageRequest,
   UserFilter,
   UserRecord,
   VirtualKeyFilter,
@@ -42,7 +38,10 @@ import type {
   WorkspaceMemberRecord,
   WorkspaceMemberWithUser,
   WorkspaceRecord,
-} from '../../core/ports.js'
+} from '../../core/admin-records.js'
+import { ERRORS, gatewayError } from '../../core/errors.js'
+import type { AdminStore, AdminWriter } from '../../core/ports.js'
+import type { HealthStatus } from '../../core/service.js'
 import {
   apiKeyRow,
   auditRow,

@@ -13,7 +13,6 @@
  * constraint errors for some of these ("over-eager" unique checks).
  */
 import type {
-  AdminWriter,
   ApiKeyRecord,
   InviteRecord,
   InviteState,
@@ -22,7 +21,8 @@ import type {
   VirtualKeyRecord,
   WorkspaceMemberRecord,
   WorkspaceRecord,
-} from '../../core/ports.js'
+} from '../../core/admin-records.js'
+import type { AdminWriter } from '../../core/ports.js'
 import { conflictFor, findConflict } from './duckdb-conflicts.js'
 import type { DuckDbExecutor, SqlParam } from './duckdb-database.js'
 import {

@@ -20,7 +20,7 @@ import {
   timestampValue,
 } from '@duckdb/node-api'
 import type { DuckDBConnection, DuckDBType, DuckDBValue, JS } from '@duckdb/node-api'
-import type { HealthStatus, Service } from '../../core/ports.js'
+import type { HealthStatus, Service } from '../../core/service.js'
 
 export interface DuckDbDatabaseOptions {
   /** Database file path (its parent directory is created, mode 0700), or `:memory:`. */

@@ -8,7 +8,8 @@
  * `start()` creates (or upgrades) the tables with the sink's migration, whichever of the two starts
  * first, so analytics answer (with nothing) before the first log is written.
  */
-import { LogStoreUnavailableError, type HealthStatus } from '../../core/ports.js'
+import { LogStoreUnavailableError } from '../../core/ports.js'
+import type { HealthStatus } from '../../core/service.js'
 import { SqlLogAnalytics } from '../sql/sql-log-analytics.js'
 import { duckDbDialect } from '../sql/sql-dialect.js'
 import type { DuckDbDatabase, DuckDbSession } from './duckdb-database.js'

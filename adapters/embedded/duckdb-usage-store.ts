@@ -10,7 +10,7 @@
  * the admin store's transactions or the log sink's batches.
  */
 import type { BudgetReset, UsageStore } from '../../core/budgets.js'
-import type { HealthStatus } from '../../core/ports.js'
+import type { HealthStatus } from '../../core/service.js'
 import type { DuckDbDatabase, DuckDbExecutor, DuckDbSession, SqlParam } from './duckdb-database.js'
 
 export const BUDGET_USAGE_DDL = `CREATE TABLE IF NOT EXISTS budget_usage (

@@ -12,8 +12,10 @@ import { randomBytes } from 'node:crypto'
 import { createReadStream, createWriteStream, type WriteStream } from 'node:fs'
 import { access, mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
+import type { Paged, PageRequest } from '../../core/admin-records.js'
 import type { ExportFileWriter, ExportFilter, ExportRecord, ExportStore } from '../../core/log-exports.js'
-import type { ByteStream, HealthStatus, Logger, PageRequest, Paged } from '../../core/ports.js'
+import type { ByteStream } from '../../core/ports.js'
+import type { HealthStatus, Logger } from '../../core/service.js'
 
 export interface FileExportStoreOptions {
   /** The directory, created when missing. */

@@ -26,7 +26,9 @@
  *   failing disk), unreadable journal files, records enqueued after `close()`.
  * - `close()` stops the timer and flushes; what the store does not take then stays journaled.
  */
-import { LogStoreUnavailableError, type FeedbackRecord, type HealthStatus, type LogRecord, type LogSink, type LogSinkStats, type Logger } from '../../core/ports.js'
+import type { FeedbackRecord, LogRecord } from '../../core/logs.js'
+import { LogStoreUnavailableError, type LogSink, type LogSinkStats } from '../../core/ports.js'
+import type { HealthStatus, Logger } from '../../core/service.js'
 import type { FileJournal, JournalEntry } from './file-journal.js'
 import { checkFeedbackRecord, checkLogRecord, feedbackVersionKey } from './log-records.js'
 import { RingQueue } from './ring-queue.js'

@@ -9,7 +9,7 @@
  * dropped once past `expiresAt` (swept every few thousand calls).
  */
 import type { BudgetCounter, BudgetLedger, ReserveDecision } from '../../core/budgets.js'
-import type { HealthStatus } from '../../core/ports.js'
+import type { HealthStatus } from '../../core/service.js'
 
 interface CounterState {
   used: number

@@ -3,7 +3,8 @@
  * channel synchronously, in subscription order. A handler that throws is logged and skipped; the
  * others still run and `publish` never throws.
  */
-import type { ChangeNotifier, HealthStatus, Logger } from '../../core/ports.js'
+import type { ChangeNotifier } from '../../core/ports.js'
+import type { HealthStatus, Logger } from '../../core/service.js'
 
 export interface InProcessChangeNotifierOptions {
   /** Receives errors thrown by handlers. */

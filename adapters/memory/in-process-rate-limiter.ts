@@ -7,8 +7,9 @@
  * use (an absent bucket reads as full, so dropping it changes nothing); a sweep runs at most once a
  * minute, from the calls themselves (no timer keeps the process alive).
  */
-import type { HealthStatus } from '../../core/ports.js'
-import { MAX_BUCKET_TTL_MS, type BucketAcquire, type BucketSpec, type RateLimitDecision, type RateLimiter } from '../../core/rate-limits.js'
+import type { BucketAcquire, BucketSpec } from '../../core/limits.js'
+import { MAX_BUCKET_TTL_MS, type RateLimitDecision, type RateLimiter } from '../../core/rate-limits.js'
+import type { HealthStatus } from '../../core/service.js'
 
 /** A bucket's stored state: `tokens` at time `ts` (epoch ms). */
 export interface BucketState {

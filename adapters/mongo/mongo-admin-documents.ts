@@ -3,7 +3,6 @@
  * one is `GW_ADMIN_VALIDATION`, so nothing half-written reaches the database); reading turns BSON
  * dates back into `Date#toISOString()` strings.
  */
-import { ERRORS, gatewayError } from '../../core/errors.js'
 import type {
   ApiKeyRecord,
   AuditEntry,
@@ -17,7 +16,8 @@ import type {
   WorkspaceMemberRecord,
   WorkspaceMemberWithUser,
   WorkspaceRecord,
-} from '../../core/ports.js'
+} from '../../core/admin-records.js'
+import { ERRORS, gatewayError } from '../../core/errors.js'
 import type {
   ApiKeyDocument,
   AuditDocument,

@@ -4,7 +4,14 @@
  * `$regex` through `escapeRegex`.
  */
 import type { Filter } from 'mongodb'
-import type { ApiKeyFilter, AuditFilter, InviteFilter, UserFilter, VirtualKeyFilter, WorkspaceFilter } from '../../core/ports.js'
+import type {
+  ApiKeyFilter,
+  AuditFilter,
+  InviteFilter,
+  UserFilter,
+  VirtualKeyFilter,
+  WorkspaceFilter,
+} from '../../core/admin-records.js'
 import type {
   ApiKeyDocument,
   AuditDocument,

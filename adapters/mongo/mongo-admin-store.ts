@@ -29,22 +29,18 @@ import {
   type Sort,
   type WithId,
 } from 'mongodb'
-import { ERRORS, gatewayError } from '../../core/errors.js'
 import type {
-  AdminStore,
-  AdminWriter,
   ApiKeyFilter,
   ApiKeyRecord,
   AuditEntry,
   AuditFilter,
   BootstrapSeed,
-  HealthStatus,
   InviteFilter,
   InviteRecord,
   MemberFilter,
   OrganisationRecord,
-  PageRequest,
   Paged,
+  PageRequest,
   UserFilter,
   UserRecord,
   VirtualKeyFilter,
@@ -54,7 +50,10 @@ import type {
   WorkspaceMemberRecord,
   WorkspaceMemberWithUser,
   WorkspaceRecord,
-} from '../../core/ports.js'
+} from '../../core/admin-records.js'
+import { ERRORS, gatewayError } from '../../core/errors.js'
+import type { AdminStore, AdminWriter } from '../../core/ports.js'
+import type { HealthStatus } from '../../core/service.js'
 import {
   ADMIN_COLLECTIONS,
   adminCollections,

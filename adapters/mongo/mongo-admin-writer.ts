@@ -10,7 +10,6 @@
  */
 import type { ClientSession, Collection, Filter, OptionalUnlessRequiredId, WithoutId } from 'mongodb'
 import type {
-  AdminWriter,
   ApiKeyRecord,
   InviteRecord,
   InviteState,
@@ -19,7 +18,8 @@ import type {
   VirtualKeyRecord,
   WorkspaceMemberRecord,
   WorkspaceRecord,
-} from '../../core/ports.js'
+} from '../../core/admin-records.js'
+import type { AdminWriter } from '../../core/ports.js'
 import type { AdminCollectionRole, AdminCollections, ApiKeyDocument } from './mongo-admin-collections.js'
 import {
   apiKeyFromDocument,

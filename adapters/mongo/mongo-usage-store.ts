@@ -13,7 +13,7 @@
  */
 import { Long, MongoClient, type Collection, type Db } from 'mongodb'
 import type { BudgetReset, UsageStore } from '../../core/budgets.js'
-import type { HealthStatus } from '../../core/ports.js'
+import type { HealthStatus } from '../../core/service.js'
 import { DEFAULT_DATABASE_NAME, databaseNameOf } from './mongo-connection.js'
 
 export const USAGE_COLLECTIONS = { usage: 'budget_usage', resets: 'budget_resets' } as const

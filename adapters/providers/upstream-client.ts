@@ -22,8 +22,9 @@
  */
 import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns'
 import { Pool, type Dispatcher } from 'undici'
-import type { AbortSource, ByteStream, HealthStatus, UpstreamClient, UpstreamRequest, UpstreamResponse } from '../../core/ports.js'
 import { ERRORS, gatewayError, isGatewayError, type ErrorSpec, type GatewayError } from '../../core/errors.js'
+import type { AbortSource, ByteStream, UpstreamClient, UpstreamRequest, UpstreamResponse } from '../../core/ports.js'
+import type { HealthStatus } from '../../core/service.js'
 import { isConnectableAddress } from './custom-host-policy.js'
 
 export interface UndiciUpstreamClientOptions {

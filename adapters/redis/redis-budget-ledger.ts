@@ -27,8 +27,8 @@
  *   fails closed.
  */
 import type { BudgetCounter, CombinedLimitLedger, CombinedReserveDecision, ReserveDecision } from '../../core/budgets.js'
-import type { HealthStatus } from '../../core/ports.js'
-import type { BucketAcquire } from '../../core/rate-limits.js'
+import type { BucketAcquire } from '../../core/limits.js'
+import type { HealthStatus } from '../../core/service.js'
 import {
   checkRedisUrl,
   clientHealth,

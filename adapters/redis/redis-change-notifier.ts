@@ -26,7 +26,8 @@
  * support needs ioredis `Cluster` and sharded pub/sub.
  */
 import type { Redis } from 'ioredis'
-import type { ChangeNotifier, HealthStatus, Logger } from '../../core/ports.js'
+import type { ChangeNotifier } from '../../core/ports.js'
+import type { HealthStatus, Logger } from '../../core/service.js'
 import { checkRedisUrl, errorMessage, queueingClient, quitRedis, recordErrors, waitReady } from './redis-connection.js'
 
 export { maskRedisUrl } from './redis-connection.js'

@@ -16,7 +16,7 @@
  */
 import { createHash } from 'node:crypto'
 import { Cluster, Redis, type RedisOptions } from 'ioredis'
-import type { HealthStatus } from '../../core/ports.js'
+import type { HealthStatus } from '../../core/service.js'
 
 export type RedisClient = Redis | Cluster
 

@@ -17,8 +17,9 @@
  *   queue) and after `commandTimeoutMs` when Redis stalls, so the plugin's fail-open or fail-closed
  *   policy applies within that time; ioredis reconnects in the background.
  */
-import type { HealthStatus } from '../../core/ports.js'
-import { MAX_BUCKET_TTL_MS, type BucketAcquire, type BucketSpec, type RateLimitDecision, type RateLimiter } from '../../core/rate-limits.js'
+import type { BucketAcquire, BucketSpec } from '../../core/limits.js'
+import { MAX_BUCKET_TTL_MS, type RateLimitDecision, type RateLimiter } from '../../core/rate-limits.js'
+import type { HealthStatus } from '../../core/service.js'
 import {
   checkRedisUrl,
   clientHealth,

@@ -3,8 +3,19 @@
  * `SqlLogQueries`. An adapter extends this with its connection's lifecycle (`start`, `close`,
  * `health`) and the function that runs one query.
  */
-import type { CacheSummary, FeedbackRecord, GraphName, GraphResult, GroupRequest, GroupResult, LogAnalytics, LogFilter, LogScope, StoredLog } from '../../core/logs.js'
-import type { HealthStatus } from '../../core/ports.js'
+import type {
+  CacheSummary,
+  FeedbackRecord,
+  GraphName,
+  GraphResult,
+  GroupRequest,
+  GroupResult,
+  LogAnalytics,
+  LogFilter,
+  LogScope,
+  StoredLog,
+} from '../../core/logs.js'
+import type { HealthStatus } from '../../core/service.js'
 import { SqlLogQueries, type QueryRunner } from './analytics-sql.js'
 import type { SqlDialect } from './sql-dialect.js'
 

@@ -21,7 +21,7 @@ import type { ClientAbort, RequestContext } from '../context.js'
 import { ERRORS, GatewayError, gatewayError, toStreamErrorEvent } from '../errors.js'
 import { errorReplyOf, type ClientExchange, type ErrorShape, type EventTransform } from '../pipeline.js'
 import type { Reply, StreamBody } from '../plugin.js'
-import { eventSeparatorAfter, nextSequenceNumber, SseParser, serializeSseEvent } from './sse.js'
+import { eventSeparatorAfter, nextSequenceNumber, serializeSseEvent, SseParser } from './sse.js'
 import { statusLine } from './status.js'
 
 /** How much of the response body end `ctx.responseTail` keeps. */

@@ -10,10 +10,18 @@ import { randomUUID } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
 import uWS from 'uWebSockets.js'
 import { ClientAbort, RequestContext } from '../context.js'
-import { ERRORS, gatewayError, toControlPlaneBody, toDataPlaneBody, toMessagesBody, type ApiFormat, type GatewayError } from '../errors.js'
+import {
+  ERRORS,
+  gatewayError,
+  toControlPlaneBody,
+  toDataPlaneBody,
+  toMessagesBody,
+  type ApiFormat,
+  type GatewayError,
+} from '../errors.js'
 import type { ErrorShape, Pipeline } from '../pipeline.js'
-import type { Logger } from '../ports.js'
 import { selectsProvider, type HttpMethod, type RouteGroup, type RouteTable } from '../routes.js'
+import type { Logger } from '../service.js'
 import { UwsExchange } from './exchange.js'
 import { headerLimitProblem } from './header-limits.js'
 import { statusLine } from './status.js'

@@ -13,9 +13,9 @@
  *   rank no lower than that user's; granting or changing a member's role likewise (`rankOf`,
  *   `userRank`, `coversScope`).
  */
-import type { ApiKeyType, Principal } from '../../core/context.js'
+import type { ApiKeyType, UserRecord, WorkspaceRecord } from '../../core/admin-records.js'
+import type { Principal } from '../../core/context.js'
 import type { GatewayError } from '../../core/errors.js'
-import type { UserRecord, WorkspaceRecord } from '../../core/ports.js'
 import { ADMIN_KEY_SCOPES } from '../../core/scopes.js'
 import { notFound, parseQuery, type AdminDeps, type AdminRequest } from './request.js'
 import { workspaceIdQuery } from './schemas.js'

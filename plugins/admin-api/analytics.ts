@@ -9,7 +9,16 @@ import { ERRORS, gatewayError, type GatewayError } from '../../core/errors.js'
 import type { LogServices } from '../../core/log-exports.js'
 import { GRAPH_NAMES, GROUP_NAMES, type GraphName, type GroupName, type LogFilter } from '../../core/logs.js'
 import { jsonReply, type Reply } from '../../core/plugin.js'
-import { analyticsGroupQuery, analyticsQuery, logScopeOf, METADATA_KEY, parseFilterInput, queryParameters, toLogFilter, type FilterInput } from './log-filters.js'
+import {
+  analyticsGroupQuery,
+  analyticsQuery,
+  logScopeOf,
+  METADATA_KEY,
+  parseFilterInput,
+  queryParameters,
+  toLogFilter,
+  type FilterInput,
+} from './log-filters.js'
 import { invalid, type AdminDeps, type AdminRequest, type Handler, type Outcome } from './request.js'
 import { listView } from './views.js'
 

@@ -17,14 +17,26 @@
  * - the secret is returned by create and rotate only; reads show the masked form. Rotation keeps
  *   the id and accepts the old secret until `key_transition_expires_at`.
  */
+import type { ApiKeyRecord, ApiKeyType, WorkspaceRecord } from '../../core/admin-records.js'
 import type { BudgetUsage } from '../../core/budgets.js'
-import type { ApiKeyType, Principal } from '../../core/context.js'
+import { CHANGE_CHANNELS } from '../../core/channels.js'
+import type { Principal } from '../../core/context.js'
 import { ERRORS, GatewayError, gatewayError } from '../../core/errors.js'
 import { jsonReply, type Reply } from '../../core/plugin.js'
-import { CHANGE_CHANNELS, type ApiKeyRecord, type WorkspaceRecord } from '../../core/ports.js'
-import { ADMIN_KEY_SCOPES, WORKSPACE_KEY_SCOPES, normaliseScope } from '../../core/scopes.js'
+import { ADMIN_KEY_SCOPES, normaliseScope, WORKSPACE_KEY_SCOPES } from '../../core/scopes.js'
 import { hashSecret, issueApiKey, maskSecret, newApiKeySecret } from '../../core/secrets.js'
-import { canManage, checkNamedWorkspace, hasKeyScope, isAdminKey, keyScopeResource, rankOf, targetWorkspace, uncoveredScope, userRank, visibleWorkspace } from './access.js'
+import {
+  canManage,
+  checkNamedWorkspace,
+  hasKeyScope,
+  isAdminKey,
+  keyScopeResource,
+  rankOf,
+  targetWorkspace,
+  uncoveredScope,
+  userRank,
+  visibleWorkspace,
+} from './access.js'
 import { defaultsOf, rateLimitsOf, usageLimitOf } from './inputs.js'
 import {
   budgetUsage,
@@ -42,7 +54,14 @@ import {
   type AdminRequest,
   type Handler,
 } from './request.js'
-import { createApiKeyBody, listApiKeysQuery, MIN_KEY_TRANSITION_MS, rotateApiKeyBody, updateApiKeyBody, workspaceIdBody } from './schemas.js'
+import {
+  createApiKeyBody,
+  listApiKeysQuery,
+  MIN_KEY_TRANSITION_MS,
+  rotateApiKeyBody,
+  updateApiKeyBody,
+  workspaceIdBody,
+} from './schemas.js'
 import { apiKeyView, listView } from './views.js'
 import { publishKeyChanges } from './workspaces.js'
 

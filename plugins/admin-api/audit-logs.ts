@@ -3,9 +3,9 @@
  * first, filtered and paged. Admin API keys only (`audit_logs.list`), enforced by the route table.
  * Entries are stored by admin-api (with each change) and by the audit plugin (refusals, failures).
  */
+import type { AuditEntry, AuditFilter } from '../../core/admin-records.js'
 import type { GatewayError } from '../../core/errors.js'
 import { jsonReply, type Reply } from '../../core/plugin.js'
-import type { AuditEntry, AuditFilter } from '../../core/ports.js'
 import { invalid, pageOf, parseQuery, type AdminRequest, type Handler } from './request.js'
 import { listAuditLogsQuery } from './schemas.js'
 import { listView } from './views.js'

@@ -12,14 +12,14 @@
 import { randomUUID } from 'node:crypto'
 import { z } from 'zod'
 import type { Principal } from '../../core/context.js'
-import { ERRORS, gatewayError, type GatewayError } from '../../core/errors.js'
+import type { GatewayError } from '../../core/errors.js'
 import type { LogServices } from '../../core/log-exports.js'
 import type { FeedbackRecord, LogScope } from '../../core/logs.js'
 import { jsonReply, type Reply } from '../../core/plugin.js'
 import { checkNamedWorkspace } from './access.js'
 import { logServicesOf } from './analytics.js'
 import { METADATA_KEY, TRACE_ID, UUID } from './log-filters.js'
-import { notFound, parseBody, parseOneOrMany, type AdminDeps, type AdminRequest, type Handler, type Outcome } from './request.js'
+import { notFound, parseBody, parseOneOrMany, type AdminRequest, type Handler } from './request.js'
 import { workspaceIdField } from './schemas.js'
 
 /** Entries of one `POST /v1/feedback`. */

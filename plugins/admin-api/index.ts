@@ -1,7 +1,8 @@
 import { BudgetAccounts } from '../../core/budgets.js'
 import { LogServices } from '../../core/log-exports.js'
 import { definePlugin } from '../../core/plugin.js'
-import { AdminStore, ChangeNotifier, Clock, Logger, ProviderRegistry, SecretCipher } from '../../core/ports.js'
+import { AdminStore, ChangeNotifier, ProviderRegistry, SecretCipher } from '../../core/ports.js'
+import { Clock, Logger } from '../../core/service.js'
 import { adminApiConfigSchema, type AdminApiConfig } from './config.js'
 import { AdminApiPlugin } from './plugin.js'
 

@@ -1,6 +1,6 @@
 /** Validated Admin API input (snake_case) → admin store record fields (camelCase). */
 import type { z } from 'zod'
-import type { RateLimitRule, RequestDefaults, UsageLimitRule } from '../../core/ports.js'
+import type { RateLimitRule, RequestDefaults, UsageLimitRule } from '../../core/admin-records.js'
 import type { rateLimitRule, requestDefaults, usageLimitRule } from './schemas.js'
 
 export function rateLimitsOf(input: ReadonlyArray<z.output<typeof rateLimitRule>> | null | undefined): RateLimitRule[] {

@@ -8,9 +8,10 @@
  * two concurrent accepts exactly one wins, the other sees 410 and nothing of it is kept.
  */
 import { randomBytes, randomUUID } from 'node:crypto'
+import type { ApiKeyRecord, InviteRecord, UserRecord, WorkspaceMemberRecord } from '../../core/admin-records.js'
+import { CHANGE_CHANNELS } from '../../core/channels.js'
 import { ERRORS, gatewayError, GatewayError, isGatewayError } from '../../core/errors.js'
 import { jsonReply, type Reply } from '../../core/plugin.js'
-import { CHANGE_CHANNELS, type ApiKeyRecord, type InviteRecord, type UserRecord, type WorkspaceMemberRecord } from '../../core/ports.js'
 import { normaliseScope, WORKSPACE_KEY_SCOPES } from '../../core/scopes.js'
 import { hashSecret, issueApiKey } from '../../core/secrets.js'
 import { uncoveredScope } from './access.js'

@@ -28,8 +28,30 @@ import { jsonReply, type Reply } from '../../core/plugin.js'
 import { checkNamedWorkspace } from './access.js'
 import { logServicesOf } from './analytics.js'
 import { bodyView, centsOf, workspaceSlugOf } from './logs.js'
-import { exportFilterFields, exportFilterValues, logScopeOf, parseFilterInput, toLogFilter, UUID, type FilterInput } from './log-filters.js'
-import { invalid, noteAction, notFound, nowIso, pageOf, parseBody, parseQuery, type AdminDeps, type AdminRequest, type Handler, type Outcome, type PublicHandler, type PublicRequest } from './request.js'
+import {
+  exportFilterFields,
+  exportFilterValues,
+  logScopeOf,
+  parseFilterInput,
+  toLogFilter,
+  UUID,
+  type FilterInput,
+} from './log-filters.js'
+import {
+  invalid,
+  noteAction,
+  notFound,
+  nowIso,
+  pageOf,
+  parseBody,
+  parseQuery,
+  type AdminDeps,
+  type AdminRequest,
+  type Handler,
+  type Outcome,
+  type PublicHandler,
+  type PublicRequest,
+} from './request.js'
 import { snakePaging, workspaceIdBody, workspaceIdField } from './schemas.js'
 import { listView } from './views.js'
 

@@ -7,8 +7,9 @@
  * them). Every change is published on the `organisations` channel, so every instance drops its
  * cached settings and the tokens it verified under them.
  */
+import type { JsonWebKeySet, OrganisationRecord } from '../../core/admin-records.js'
+import { CHANGE_CHANNELS } from '../../core/channels.js'
 import { jsonReply } from '../../core/plugin.js'
-import { CHANGE_CHANNELS, type JsonWebKeySet, type OrganisationRecord } from '../../core/ports.js'
 import { commit, invalid, notFound, nowIso, parseBody, type AdminRequest, type Handler } from './request.js'
 import { jwtSettingsBody } from './schemas.js'
 import { jwtSettingsView, organisationView } from './views.js'

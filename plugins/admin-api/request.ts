@@ -3,14 +3,16 @@
  * queries (`field: message`, AB01), paging, and `commit`, which stores a change together with its
  * audit entry in one transaction.
  */
+import type { PageRequest, UsageLimitRule } from '../../core/admin-records.js'
 import { auditEntryOf } from '../../core/audit.js'
 import type { BudgetAccounts, BudgetEntity, BudgetUsage } from '../../core/budgets.js'
 import type { Principal, RequestContext } from '../../core/context.js'
 import { ERRORS, gatewayError, type GatewayError } from '../../core/errors.js'
 import { JSON_TOO_DEEP_MESSAGE, jsonTooDeep } from '../../core/json-depth.js'
-import type { Reply } from '../../core/plugin.js'
 import type { LogServices } from '../../core/log-exports.js'
-import type { AdminStore, AdminWriter, ChangeNotifier, Clock, Logger, PageRequest, ProviderRegistry, SecretCipher, UsageLimitRule } from '../../core/ports.js'
+import type { Reply } from '../../core/plugin.js'
+import type { AdminStore, AdminWriter, ChangeNotifier, ProviderRegistry, SecretCipher } from '../../core/ports.js'
+import type { Clock, Logger } from '../../core/service.js'
 import type { AdminApiConfig } from './config.js'
 import { describeIssue } from './schemas.js'
 import type { z } from 'zod'

@@ -3,10 +3,23 @@
  * role, remove. Admin API keys only (the route table says so). The owner keeps their role and
  * cannot be removed, so an organisation always has one.
  */
+import type { UserRecord } from '../../core/admin-records.js'
 import { GatewayError } from '../../core/errors.js'
 import { jsonReply, type Reply } from '../../core/plugin.js'
-import type { UserRecord } from '../../core/ports.js'
-import { commit, forbidden, noteAction, notFound, nowIso, pageOf, parseBody, parseQuery, requireApplied, type AdminDeps, type AdminRequest, type Handler } from './request.js'
+import {
+  commit,
+  forbidden,
+  noteAction,
+  notFound,
+  nowIso,
+  pageOf,
+  parseBody,
+  parseQuery,
+  requireApplied,
+  type AdminDeps,
+  type AdminRequest,
+  type Handler,
+} from './request.js'
 import { listUsersQuery, updateUserBody } from './schemas.js'
 import { listView, userView } from './views.js'
 import { publishKeyChanges } from './workspaces.js'

@@ -14,7 +14,7 @@ import type {
   WorkspaceMemberWithUser,
   WorkspaceRecord,
   WorkspaceRole,
-} from '../../core/ports.js'
+} from '../../core/admin-records.js'
 import type { BudgetUsage } from '../../core/budgets.js'
 import { WORKSPACE_KEY_SCOPES } from '../../core/scopes.js'
 

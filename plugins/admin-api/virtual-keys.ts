@@ -23,11 +23,12 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto'
 import { z } from 'zod'
+import type { VirtualKeyRecord, WorkspaceRecord } from '../../core/admin-records.js'
 import { maskSecrets } from '../../core/audit.js'
 import type { BudgetUsage } from '../../core/budgets.js'
+import { CHANGE_CHANNELS } from '../../core/channels.js'
 import { ERRORS, GatewayError, isGatewayError } from '../../core/errors.js'
 import { jsonReply, type Reply } from '../../core/plugin.js'
-import { CHANGE_CHANNELS, type VirtualKeyRecord, type WorkspaceRecord } from '../../core/ports.js'
 import { maskSecret } from '../../core/secrets.js'
 import { canManage, checkNamedWorkspace, targetWorkspace, visibleWorkspace } from './access.js'
 import { rateLimitsOf, usageLimitOf } from './inputs.js'

@@ -6,11 +6,13 @@
  * of the path, else 404 (access.ts `checkNamedWorkspace`).
  */
 import { randomBytes, randomUUID } from 'node:crypto'
+import type { ApiKeyRecord, UserRecord, WorkspaceRecord, WorkspaceRole } from '../../core/admin-records.js'
 import type { BudgetUsage } from '../../core/budgets.js'
+import { CHANGE_CHANNELS } from '../../core/channels.js'
 import type { Principal } from '../../core/context.js'
 import { ERRORS, GatewayError, gatewayError } from '../../core/errors.js'
 import { jsonReply, type Reply } from '../../core/plugin.js'
-import { CHANGE_CHANNELS, type AdminWriter, type ApiKeyRecord, type UserRecord, type WorkspaceRecord, type WorkspaceRole } from '../../core/ports.js'
+import type { AdminWriter } from '../../core/ports.js'
 import { canManage, checkNamedWorkspace, rankOf, RANKS, userRank, visibleWorkspace } from './access.js'
 import { defaultsOf, rateLimitsOf, usageLimitOf } from './inputs.js'
 import {

@@ -1,5 +1,6 @@
 import { definePlugin } from '../../core/plugin.js'
-import { AdminStore, Logger } from '../../core/ports.js'
+import { AdminStore } from '../../core/ports.js'
+import { Logger } from '../../core/service.js'
 import { auditConfigSchema, type AuditConfig } from './config.js'
 import { AuditPlugin } from './plugin.js'
 

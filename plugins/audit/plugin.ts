@@ -22,11 +22,13 @@
  * more at shutdown. An entry that still cannot be stored, that the store rejects as invalid, or
  * that does not fit in the queue is logged at error level with its content: never lost silently.
  */
+import type { AuditEntry } from '../../core/admin-records.js'
 import { auditEntryOf } from '../../core/audit.js'
 import type { RequestContext } from '../../core/context.js'
 import { ERRORS, isGatewayError } from '../../core/errors.js'
 import type { GatewayPlugin } from '../../core/plugin.js'
-import type { AdminStore, AuditEntry, Logger } from '../../core/ports.js'
+import type { AdminStore } from '../../core/ports.js'
+import type { Logger } from '../../core/service.js'
 import { claimedIdentity } from './claims.js'
 import type { AuditConfig } from './config.js'
 

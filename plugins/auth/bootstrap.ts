@@ -9,17 +9,12 @@
  *   cached copy.
  */
 import { randomBytes, randomUUID } from 'node:crypto'
-import {
-  CHANGE_CHANNELS,
-  type AdminStore,
-  type AuditEntry,
-  type ChangeNotifier,
-  type JwtSettings,
-  type Logger,
-  type OrganisationRecord,
-} from '../../core/ports.js'
+import type { AuditEntry, JwtSettings, OrganisationRecord } from '../../core/admin-records.js'
+import { CHANGE_CHANNELS } from '../../core/channels.js'
+import type { AdminStore, ChangeNotifier } from '../../core/ports.js'
 import { ADMIN_KEY_SCOPES } from '../../core/scopes.js'
 import { issueApiKey, newApiKeySecret } from '../../core/secrets.js'
+import type { Logger } from '../../core/service.js'
 import type { AuthConfig } from './config.js'
 
 type BootstrapSettings = AuthConfig['bootstrap']

@@ -1,5 +1,6 @@
 import { definePlugin } from '../../core/plugin.js'
-import { AdminStore, ChangeNotifier, Clock, Logger } from '../../core/ports.js'
+import { AdminStore, ChangeNotifier } from '../../core/ports.js'
+import { Clock, Logger } from '../../core/service.js'
 import { authConfigSchema, type AuthConfig } from './config.js'
 import { AuthPlugin } from './plugin.js'
 

@@ -27,11 +27,13 @@ import {
   type JWTPayload,
   type JWTVerifyGetKey,
 } from 'jose'
+import type { JwtSettings, OrganisationRecord, WorkspaceRecord } from '../../core/admin-records.js'
 import type { Principal } from '../../core/context.js'
 import { ERRORS, gatewayError, GatewayError } from '../../core/errors.js'
-import type { AdminStore, Clock, JwtSettings, Logger, OrganisationRecord, WorkspaceRecord } from '../../core/ports.js'
+import type { AdminStore } from '../../core/ports.js'
 import { ReadThroughCache, ttlFreshness } from '../../core/read-through-cache.js'
 import { normaliseScope } from '../../core/scopes.js'
+import type { Clock, Logger } from '../../core/service.js'
 import { workspaceSubject } from './subjects.js'
 
 /** The only signature algorithm accepted (API.md §1). */

@@ -22,21 +22,16 @@
  * bootstrap JWT settings (`GATEWAY_JWKS_URL` / `GATEWAY_JWKS`, with `GATEWAY_JWT_ISSUER` /
  * `GATEWAY_JWT_AUDIENCE`) to the first organisation.
  */
+import type { ApiKeyRecord, WorkspaceRecord } from '../../core/admin-records.js'
+import { CHANGE_CHANNELS } from '../../core/channels.js'
 import type { Principal, RequestContext } from '../../core/context.js'
 import { ERRORS, gatewayError, type GatewayError } from '../../core/errors.js'
 import type { GatewayPlugin } from '../../core/plugin.js'
-import {
-  CHANGE_CHANNELS,
-  type AdminStore,
-  type ApiKeyRecord,
-  type ChangeNotifier,
-  type Clock,
-  type Logger,
-  type WorkspaceRecord,
-} from '../../core/ports.js'
+import type { AdminStore, ChangeNotifier } from '../../core/ports.js'
 import { ReadThroughCache } from '../../core/read-through-cache.js'
 import { normaliseScope } from '../../core/scopes.js'
 import { hashSecret } from '../../core/secrets.js'
+import type { Clock, Logger } from '../../core/service.js'
 import { applyBootstrapJwt, bootstrapBanner, seedFirstStart } from './bootstrap.js'
 import type { AuthConfig } from './config.js'
 import { subjectsOf } from './subjects.js'

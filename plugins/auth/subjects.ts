@@ -1,6 +1,6 @@
 /** The limit subjects (API.md §6) of a caller: its API key and its workspace. */
-import type { LimitSubject } from '../../core/context.js'
-import type { ApiKeyRecord, WorkspaceRecord } from '../../core/ports.js'
+import type { ApiKeyRecord, WorkspaceRecord } from '../../core/admin-records.js'
+import type { LimitSubject } from '../../core/limits.js'
 
 export function apiKeySubject(key: ApiKeyRecord): LimitSubject {
   return {

@@ -14,22 +14,23 @@
  *   a failed write is kept and retried, and `close()` writes what is left. `prune` deletes the
  *   persisted counters that ended long ago (the budget plugin calls it on a timer).
  * - Manual resets are stored in the usage store, kept in memory (loaded at start) and announced on
- *   `BUDGET_RESET_CHANNEL`, so every instance moves to the new counters within the notifier's delay.
+ *   `CHANGE_CHANNELS.budgetResets`, so every instance moves to the new counters within the notifier's delay.
  */
+import type { UsageLimitRule } from '../../core/admin-records.js'
+import { CHANGE_CHANNELS } from '../../core/channels.js'
 import {
-  BUDGET_RESET_CHANNEL,
   combinesRateLimits,
-  type CombinedReserveDecision,
   type BudgetAccounts,
   type BudgetCounter,
   type BudgetEntity,
   type BudgetLedger,
   type BudgetUsage,
-  type ReserveDecision,
+  type CombinedReserveDecision,
   type UsageStore,
 } from '../../core/budgets.js'
-import type { ChangeNotifier, Clock, HealthStatus, Logger, Service, UsageLimitRule } from '../../core/ports.js'
-import type { BucketAcquire } from '../../core/rate-limits.js'
+import type { BucketAcquire } from '../../core/limits.js'
+import type { ChangeNotifier } from '../../core/ports.js'
+import type { Clock, HealthStatus, Logger, Service } from '../../core/service.js'
 import { fromCounterUnit, toCounterUnit } from './cost.js'
 import { DAY_MS, usageWindow } from './periods.js'
 
@@ -95,7 +96,7 @@ export class BudgetBook implements BudgetAccounts, Service {
   }
 
   async start(): Promise<void> {
-    this.#unsubscribe = this.#notifier.subscribe(BUDGET_RESET_CHANNEL, (message) => this.#onResetMessage(message))
+    this.#unsubscribe = this.#notifier.subscribe(CHANGE_CHANNELS.budgetResets, (message) => this.#onResetMessage(message))
     await this.#loadResets()
     this.#timer = setInterval(() => void this.flush(), this.#persistIntervalMs)
     this.#timer.unref()
@@ -219,7 +220,7 @@ export class BudgetBook implements BudgetAccounts, Service {
     const resetAt = Math.max(this.#clock.now(), (this.#resets.get(key) ?? 0) + 1)
     await this.#store.recordReset({ kind: entity.kind, id: entity.id, resetAt })
     this.#applyReset(key, resetAt)
-    this.#notifier.publish(BUDGET_RESET_CHANNEL, `${key}:${resetAt}`)
+    this.#notifier.publish(CHANGE_CHANNELS.budgetResets, `${key}:${resetAt}`)
   }
 
   /** Used amounts: the ledger's where it holds the counter, else the persisted total plus what is pending here. */

@@ -1,6 +1,7 @@
 import { BudgetAccounts, PriceTable } from '../../core/budgets.js'
 import { definePlugin } from '../../core/plugin.js'
-import { AdminStore, Clock, Logger } from '../../core/ports.js'
+import { AdminStore } from '../../core/ports.js'
+import { Clock, Logger } from '../../core/service.js'
 import { BudgetBook } from './book.js'
 import { budgetConfigSchema, type BudgetConfig } from './config.js'
 import { BudgetPlugin } from './plugin.js'

@@ -7,7 +7,7 @@
  * - neither: one lifetime period.
  * A manual reset (`reset_usage`) starts a new period at its time, until the next periodic boundary.
  */
-import type { UsageLimitRule } from '../../core/ports.js'
+import type { UsageLimitRule } from '../../core/admin-records.js'
 
 export const DAY_MS = 86_400_000
 /** 1970-01-01 was a Thursday: day 0 is weekday 4 (Sunday = 0). */

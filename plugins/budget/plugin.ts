@@ -24,12 +24,13 @@
  * usage store) cannot be reached. Settling never changes the reply; a failure there is logged.
  */
 import { randomUUID } from 'node:crypto'
-import { costNanoUsd, hasUsageLimits, worstCaseNanoUsd, type BudgetHold, type BudgetHoldItem, type PriceTable } from '../../core/budgets.js'
-import type { JsonObject, LimitSubject, Principal, RequestContext } from '../../core/context.js'
+import { costNanoUsd, worstCaseNanoUsd, type BudgetHold, type BudgetHoldItem, type PriceTable } from '../../core/budgets.js'
+import type { JsonObject, Principal, RequestContext } from '../../core/context.js'
 import { ERRORS, gatewayError, type GatewayError } from '../../core/errors.js'
+import { hasUsageLimits, type LimitSubject, type RateLimitClaim } from '../../core/limits.js'
 import type { GatewayPlugin } from '../../core/plugin.js'
-import type { AdminStore, Clock, Logger } from '../../core/ports.js'
-import type { RateLimitClaim } from '../../core/rate-limits.js'
+import type { AdminStore } from '../../core/ports.js'
+import type { Clock, Logger } from '../../core/service.js'
 import type { BudgetBook } from './book.js'
 import type { BudgetConfig } from './config.js'
 import { formatAmount, fromCounterUnit, toCounterUnit } from './cost.js'

@@ -1,7 +1,7 @@
 /** Builds a request's log record from its finished context (pure apart from the price lookup). */
 import { costNanoUsd, type PriceTable } from '../../core/budgets.js'
 import type { RequestContext, Usage } from '../../core/context.js'
-import type { LogRecord } from '../../core/ports.js'
+import type { LogRecord } from '../../core/logs.js'
 
 export interface RecordOptions {
   /** Longest `x-gateway-metadata` header whose pairs are stored; a longer one is stored as none. */

@@ -6,9 +6,9 @@
  * check them all (every subject of a request, API key, workspace and virtual key, belongs to the
  * caller's workspace).
  */
-import type { JsonObject, LimitSubject } from '../../core/context.js'
-import type { RateLimitRule } from '../../core/ports.js'
-import type { BucketSpec } from '../../core/rate-limits.js'
+import type { RateLimitRule } from '../../core/admin-records.js'
+import type { JsonObject } from '../../core/context.js'
+import type { BucketSpec, LimitSubject } from '../../core/limits.js'
 
 export type RateLimitUnit = RateLimitRule['unit']
 

@@ -1,6 +1,7 @@
+import { LimitCoordination } from '../../core/limits.js'
 import { definePlugin } from '../../core/plugin.js'
-import { Clock, Logger } from '../../core/ports.js'
-import { LimitCoordination, RateLimiter } from '../../core/rate-limits.js'
+import { RateLimiter } from '../../core/rate-limits.js'
+import { Clock, Logger } from '../../core/service.js'
 import { rateLimitConfigSchema, type RateLimitConfig } from './config.js'
 import { RateLimitPlugin } from './plugin.js'
 

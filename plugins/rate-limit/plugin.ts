@@ -21,13 +21,26 @@
  * pass, `closed` answers 503 `GW_RATE_LIMIT_UNAVAILABLE`; a failed charge is dropped. Every failure
  * is counted (`stats()`) and logged at warn (at most one line per 10 s, with the count).
  */
-import type { LimitSubject, RequestContext } from '../../core/context.js'
+import type { RequestContext } from '../../core/context.js'
 import { ERRORS, gatewayError, type GatewayError } from '../../core/errors.js'
+import {
+  hasUsageLimits,
+  type BucketAcquire,
+  type BucketSpec,
+  type LimitCoordination,
+  type LimitSubject,
+} from '../../core/limits.js'
 import type { GatewayPlugin } from '../../core/plugin.js'
-import type { Clock, Logger } from '../../core/ports.js'
-import { hasUsageLimits } from '../../core/budgets.js'
-import type { BucketAcquire, BucketSpec, LimitCoordination, RateLimitDecision, RateLimiter } from '../../core/rate-limits.js'
-import { compileRules, refusalMessage, retryAfterSeconds, tokenEstimate, tokenEstimateOfRaw, type CompiledRule } from './buckets.js'
+import type { RateLimitDecision, RateLimiter } from '../../core/rate-limits.js'
+import type { Clock, Logger } from '../../core/service.js'
+import {
+  compileRules,
+  refusalMessage,
+  retryAfterSeconds,
+  tokenEstimate,
+  tokenEstimateOfRaw,
+  type CompiledRule,
+} from './buckets.js'
 import type { RateLimitConfig } from './config.js'
 
 /** Counters since start (the plugin has no metrics registry of its own). */

@@ -1,5 +1,6 @@
 import { definePlugin } from '../../core/plugin.js'
-import { AdminStore, ChangeNotifier, Clock, Logger, SecretCipher } from '../../core/ports.js'
+import { AdminStore, ChangeNotifier, SecretCipher } from '../../core/ports.js'
+import { Clock, Logger } from '../../core/service.js'
 import { virtualKeyConfigSchema, type VirtualKeyConfig } from './config.js'
 import { VirtualKeyPlugin } from './plugin.js'
 

@@ -21,11 +21,15 @@
  * Start: when the store holds a sealed secret the master key cannot open, boot fails: running on
  * would answer every virtual key with an error, and new keys would be sealed under a second key.
  */
-import type { LimitSubject, Principal, ProviderCredential, RequestContext } from '../../core/context.js'
+import type { VirtualKeyRecord } from '../../core/admin-records.js'
+import { CHANGE_CHANNELS } from '../../core/channels.js'
+import type { Principal, ProviderCredential, RequestContext } from '../../core/context.js'
 import { ERRORS, gatewayError, GatewayError } from '../../core/errors.js'
+import type { LimitSubject } from '../../core/limits.js'
 import type { GatewayPlugin } from '../../core/plugin.js'
-import { CHANGE_CHANNELS, type AdminStore, type ChangeNotifier, type Clock, type Logger, type SecretCipher, type VirtualKeyRecord } from '../../core/ports.js'
+import type { AdminStore, ChangeNotifier, SecretCipher } from '../../core/ports.js'
 import { ReadThroughCache } from '../../core/read-through-cache.js'
+import type { Clock, Logger } from '../../core/service.js'
 import type { VirtualKeyConfig } from './config.js'
 
 /** The client may not point a stored credential at a host of its choosing (API.md §2). */

@@ -8,10 +8,7 @@
  */
 import { createHash, randomUUID } from 'node:crypto'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { isGatewayError } from '../../core/errors.js'
 import type {
-  AdminStore,
-  AdminWriter,
   ApiKeyRecord,
   AuditEntry,
   AuditFilter,
@@ -23,7 +20,9 @@ import type {
   VirtualKeyRecord,
   WorkspaceMemberRecord,
   WorkspaceRecord,
-} from '../../core/ports.js'
+} from '../../core/admin-records.js'
+import { isGatewayError } from '../../core/errors.js'
+import type { AdminStore, AdminWriter } from '../../core/ports.js'
 
 const BASE_TIME = Date.parse('2024-03-01T10:00:00.000Z')
 const DAY_MS = 86_400_000

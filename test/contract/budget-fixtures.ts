@@ -1,7 +1,7 @@
 /** Shared pieces of the budget tests: an in-memory usage store and counter builders. */
 import { randomUUID } from 'node:crypto'
 import type { BudgetCounter, BudgetReset, UsageStore } from '../../core/budgets.js'
-import type { HealthStatus } from '../../core/ports.js'
+import type { HealthStatus } from '../../core/service.js'
 
 /** A `UsageStore` in memory that can be made to fail. */
 export class MemoryUsageStore implements UsageStore {

@@ -5,7 +5,7 @@
 import { afterEach, describe, expect, it } from 'vitest'
 import { InProcessChangeNotifier } from '../../adapters/memory/in-process-change-notifier.js'
 import type { BudgetCounter, BudgetLedger } from '../../core/budgets.js'
-import type { Logger } from '../../core/ports.js'
+import type { Logger } from '../../core/service.js'
 import { BudgetBook } from '../../plugins/budget/book.js'
 import { MemoryUsageStore, counter, testTag } from './budget-fixtures.js'
 

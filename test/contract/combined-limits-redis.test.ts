@@ -6,7 +6,7 @@ import { Cluster, Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
 import { RedisBudgetLedger } from '../../adapters/redis/redis-budget-ledger.js'
 import { RedisRateLimiter } from '../../adapters/redis/redis-rate-limiter.js'
-import type { BucketAcquire, BucketSpec } from '../../core/rate-limits.js'
+import type { BucketAcquire, BucketSpec } from '../../core/limits.js'
 import { startRedisCluster, type RedisClusterService } from '../helpers/redis-cluster.js'
 import { counter, testTag } from './budget-fixtures.js'
 

@@ -19,7 +19,7 @@ import { DuckDbAdminStore } from '../../adapters/embedded/duckdb-admin-store.js'
 import { conflictFor } from '../../adapters/embedded/duckdb-conflicts.js'
 import { DuckDbDatabase } from '../../adapters/embedded/duckdb-database.js'
 import { ADMIN_TABLES } from '../../adapters/embedded/duckdb-schema.js'
-import type { AuditEntry, BootstrapSeed, InviteRecord, VirtualKeyRecord } from '../../core/ports.js'
+import type { AuditEntry, BootstrapSeed, InviteRecord, VirtualKeyRecord } from '../../core/admin-records.js'
 import { describeAdminStoreContract } from './admin-store.contract.js'
 
 const directories: string[] = []

@@ -1,6 +1,6 @@
 import { describe, expect, it, vi } from 'vitest'
 import { InProcessChangeNotifier } from '../../adapters/memory/in-process-change-notifier.js'
-import type { Logger } from '../../core/ports.js'
+import type { Logger } from '../../core/service.js'
 import { describeChangeNotifierContract } from './change-notifier.contract.js'
 
 describeChangeNotifierContract('in-process', async () => {

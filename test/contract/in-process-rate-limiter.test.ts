@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { bucketTtlMs, bucketWaitMs, InProcessRateLimiter, refillBucket } from '../../adapters/memory/in-process-rate-limiter.js'
-import { MAX_BUCKET_TTL_MS, type BucketSpec } from '../../core/rate-limits.js'
+import type { BucketSpec } from '../../core/limits.js'
+import { MAX_BUCKET_TTL_MS } from '../../core/rate-limits.js'
 import { describeRateLimiterContract } from './rate-limiter.contract.js'
 
 describeRateLimiterContract(

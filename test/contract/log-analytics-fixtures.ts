@@ -3,7 +3,16 @@
  * from it in plain TypeScript (never by SQL), following the definitions documented in
  * adapters/sql/analytics-sql.ts.
  */
-import type { AnalyticsValue, CacheStatus, FeedbackRecord, GraphName, GroupName, LogFilter, LogRecord, LogScope } from '../../core/logs.js'
+import type {
+  AnalyticsValue,
+  CacheStatus,
+  FeedbackRecord,
+  GraphName,
+  GroupName,
+  LogFilter,
+  LogRecord,
+  LogScope,
+} from '../../core/logs.js'
 
 export const ORG_A = 'org-a'
 export const ORG_B = 'org-b'

@@ -5,7 +5,21 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { GRAPH_NAMES, GROUP_NAMES, type LogAnalytics, type LogFilter, type StoredLog } from '../../core/logs.js'
-import { DAY, END, Expected, ODD_KEY, ODD_VALUE, ORG_A, ORG_B, START, WS_1, WS_2, currentFeedback, generateLogSet, type LogSet } from './log-analytics-fixtures.js'
+import {
+  DAY,
+  END,
+  Expected,
+  ODD_KEY,
+  ODD_VALUE,
+  ORG_A,
+  ORG_B,
+  START,
+  WS_1,
+  WS_2,
+  currentFeedback,
+  generateLogSet,
+  type LogSet,
+} from './log-analytics-fixtures.js'
 
 export interface LogAnalyticsHarness {
   readonly analytics: LogAnalytics

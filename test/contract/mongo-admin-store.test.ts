@@ -24,14 +24,20 @@ import {
   workspaceFromDocument,
   workspaceToDocument,
 } from '../../adapters/mongo/mongo-admin-documents.js'
-import { apiKeyQuery, auditQuery, escapeRegex, inviteQuery, memberQuery, userQuery, workspaceQuery } from '../../adapters/mongo/mongo-admin-filters.js'
+import {
+  apiKeyQuery,
+  auditQuery,
+  escapeRegex,
+  inviteQuery,
+  memberQuery,
+  userQuery,
+  workspaceQuery,
+} from '../../adapters/mongo/mongo-admin-filters.js'
 import { MongoAdminStore } from '../../adapters/mongo/mongo-admin-store.js'
 import { MongoAdminWriter } from '../../adapters/mongo/mongo-admin-writer.js'
 import { conflictFor, isDuplicateKeyError } from '../../adapters/mongo/mongo-conflicts.js'
 import { databaseNameOf, supportsTransactions } from '../../adapters/mongo/mongo-connection.js'
-import { isGatewayError } from '../../core/errors.js'
 import type {
-  AdminWriter,
   ApiKeyRecord,
   AuditEntry,
   BootstrapSeed,
@@ -40,7 +46,9 @@ import type {
   UserRecord,
   WorkspaceMemberRecord,
   WorkspaceRecord,
-} from '../../core/ports.js'
+} from '../../core/admin-records.js'
+import { isGatewayError } from '../../core/errors.js'
+import type { AdminWriter } from '../../core/ports.js'
 import { mongoTarget } from '../helpers/mongod.js'
 import { freePorts } from '../helpers/services.js'
 import { describeAdminStoreContract } from './admin-store.contract.js'

@@ -12,7 +12,8 @@
  */
 import { randomUUID } from 'node:crypto'
 import { afterEach, describe, expect, it } from 'vitest'
-import type { BucketSpec, RateLimiter } from '../../core/rate-limits.js'
+import type { BucketSpec } from '../../core/limits.js'
+import type { RateLimiter } from '../../core/rate-limits.js'
 
 const MINUTE = 60_000
 /** A fixed clock origin: the contract never depends on real time. */

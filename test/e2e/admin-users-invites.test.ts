@@ -5,8 +5,8 @@
  * admin-only access, and the control-plane error shape throughout.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { Clock } from '../../core/ports.js'
 import { hashSecret } from '../../core/secrets.js'
+import { Clock } from '../../core/service.js'
 import { postChat, startTestGateway, TEST_ADMIN_KEY, type TestGateway } from '../helpers/gateway.js'
 import { MOCK_REPLY, startMockUpstream, type MockUpstream } from '../helpers/mock-upstream.js'
 

@@ -1,6 +1,13 @@
 import OpenAI, { toFile } from 'openai'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { MOCK_REPLY, MOCK_STREAM_DELTAS, MOCK_USAGE, mockSpeechBytes, startMockUpstream, type MockUpstream } from '../helpers/mock-upstream.js'
+import {
+  MOCK_REPLY,
+  MOCK_STREAM_DELTAS,
+  MOCK_USAGE,
+  mockSpeechBytes,
+  startMockUpstream,
+  type MockUpstream,
+} from '../helpers/mock-upstream.js'
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js'
 
 let mock: MockUpstream

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { DuckDbDatabase } from '../../adapters/embedded/duckdb-database.js'
 import { DuckDbLogSink } from '../../adapters/embedded/duckdb-log-sink.js'
 import { startGateway } from '../../config/boot.js'
-import type { LogRecord } from '../../core/ports.js'
+import type { LogRecord } from '../../core/logs.js'
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js'
 import { MOCK_REPLY, MOCK_STREAM_DELTAS, startMockUpstream, type MockUpstream } from '../helpers/mock-upstream.js'
 

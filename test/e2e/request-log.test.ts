@@ -7,7 +7,8 @@
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it, vi, type MockInstance } from 'vitest'
 import { DuckDbLogSink } from '../../adapters/embedded/duckdb-log-sink.js'
-import { AdminStore, type LogRecord } from '../../core/ports.js'
+import type { LogRecord } from '../../core/logs.js'
+import { AdminStore } from '../../core/ports.js'
 import { dataPlaneHeaders, startTestGateway, type TestGateway } from '../helpers/gateway.js'
 import { MOCK_EMBEDDING_TOKENS_PER_INPUT, MOCK_USAGE, startMockUpstream, type MockUpstream } from '../helpers/mock-upstream.js'
 

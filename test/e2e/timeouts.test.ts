@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto'
 import OpenAI from 'openai'
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi, type MockInstance } from 'vitest'
-import type { LogRecord } from '../../core/ports.js'
+import type { LogRecord } from '../../core/logs.js'
 import { forwardConfigSchema } from '../../plugins/forward/config.js'
 import { dataPlaneHeaders, startTestGateway, type TestGateway } from '../helpers/gateway.js'
 import { startMockUpstream, type MockUpstream } from '../helpers/mock-upstream.js'

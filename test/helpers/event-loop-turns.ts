@@ -6,7 +6,7 @@
  * different turns, and work done in one synchronous run lands in one.
  */
 import { vi } from 'vitest'
-import type { LogRecord } from '../../core/ports.js'
+import type { LogRecord } from '../../core/logs.js'
 import { logRecord } from './log-records.js'
 
 export interface TurnCounter {

@@ -3,7 +3,7 @@
  * mint JWTs and hand the gateway the matching JWKS.
  */
 import { exportJWK, generateKeyPair, type CryptoKey, type JWK } from 'jose'
-import type { JsonWebKeySet } from '../../core/ports.js'
+import type { JsonWebKeySet } from '../../core/admin-records.js'
 
 export interface Signer {
   readonly kid: string

@@ -1,6 +1,6 @@
 /** Log and feedback records for log sink tests. */
 import { randomUUID } from 'node:crypto'
-import type { FeedbackRecord, LogRecord } from '../../core/ports.js'
+import type { FeedbackRecord, LogRecord } from '../../core/logs.js'
 
 /** A minimal valid record with a fresh id; `overrides` replace fields. */
 export function logRecord(overrides: Partial<LogRecord> = {}): LogRecord {

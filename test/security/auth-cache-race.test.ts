@@ -15,21 +15,14 @@ import { DuckDbAdminStore } from '../../adapters/embedded/duckdb-admin-store.js'
 import { DuckDbDatabase } from '../../adapters/embedded/duckdb-database.js'
 import { InProcessChangeNotifier } from '../../adapters/memory/in-process-change-notifier.js'
 import { RedisChangeNotifier } from '../../adapters/redis/redis-change-notifier.js'
+import type { ApiKeyRecord, AuditEntry, JsonWebKeySet, OrganisationRecord, WorkspaceRecord } from '../../core/admin-records.js'
+import { CHANGE_CHANNELS } from '../../core/channels.js'
 import { ClientAbort, RequestContext, type Principal } from '../../core/context.js'
 import { GatewayError } from '../../core/errors.js'
-import {
-  CHANGE_CHANNELS,
-  type AdminStore,
-  type ApiKeyRecord,
-  type AuditEntry,
-  type ChangeNotifier,
-  type JsonWebKeySet,
-  type Logger,
-  type OrganisationRecord,
-  type WorkspaceRecord,
-} from '../../core/ports.js'
+import type { AdminStore, ChangeNotifier } from '../../core/ports.js'
 import { INFERENCE_ROUTES, type RouteSpec } from '../../core/routes.js'
-import { hashSecret, issueApiKey, newApiKeySecret } from '../../core/secrets.js'
+import { issueApiKey, newApiKeySecret } from '../../core/secrets.js'
+import type { Logger } from '../../core/service.js'
 import { authConfigSchema } from '../../plugins/auth/config.js'
 import { AuthPlugin } from '../../plugins/auth/plugin.js'
 import { jwksOf, newSigner, type Signer } from '../helpers/jwt-signer.js'

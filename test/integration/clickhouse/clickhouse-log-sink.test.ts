@@ -10,11 +10,18 @@ import { join } from 'node:path'
 import { createClient, type ClickHouseClient } from '@clickhouse/client'
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it, vi } from 'vitest'
 import { prepareClickHouseLogTables } from '../../../adapters/clickhouse/clickhouse-connection.js'
-import { ClickHouseLogSink, ClickHouseLogWriter, batchKey, type ClickHouseLogSinkOptions } from '../../../adapters/clickhouse/clickhouse-log-sink.js'
+import {
+  ClickHouseLogSink,
+  ClickHouseLogWriter,
+  batchKey,
+  type ClickHouseLogSinkOptions,
+} from '../../../adapters/clickhouse/clickhouse-log-sink.js'
 import { clickHouseRequestLogDdl } from '../../../adapters/clickhouse/clickhouse-schema.js'
 import { RECORDS_PER_SLICE } from '../../../adapters/log-sink/slices.js'
-import { LogStoreUnavailableError, type LogRecord, type Logger } from '../../../core/ports.js'
-import { countTurns, watchBatchWork, watchedLogRecord } from '../../helpers/event-loop-turns.js'
+import type { LogRecord } from '../../../core/logs.js'
+import { LogStoreUnavailableError } from '../../../core/ports.js'
+import type { Logger } from '../../../core/service.js'
+import { watchBatchWork } from '../../helpers/event-loop-turns.js'
 import { feedbackRecord, fullLogRecord, logRecord } from '../../helpers/log-records.js'
 import { startFaultProxy, type FaultProxy } from '../../helpers/tcp-fault-proxy.js'
 

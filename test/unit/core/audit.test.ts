@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { auditEntryOf, MAX_AUDIT_BODY_CHARS, maskSecrets, REDACTED, truncatedBody } from '../../../core/audit.js'
+import { auditEntryOf, maskSecrets, MAX_AUDIT_BODY_CHARS, REDACTED, truncatedBody } from '../../../core/audit.js'
 import { ClientAbort, RequestContext, type Principal } from '../../../core/context.js'
 import { ADMIN_ROUTES, type RouteSpec } from '../../../core/routes.js'
 

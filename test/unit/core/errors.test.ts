@@ -1,6 +1,15 @@
 import { readFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
-import { ERRORS, ERROR_TYPES, GatewayError, gatewayError, toControlPlaneBody, toDataPlaneBody, toMessagesBody, toStreamErrorEvent } from '../../../core/errors.js'
+import {
+  ERROR_TYPES,
+  ERRORS,
+  GatewayError,
+  gatewayError,
+  toControlPlaneBody,
+  toDataPlaneBody,
+  toMessagesBody,
+  toStreamErrorEvent,
+} from '../../../core/errors.js'
 
 const readme = readFileSync(new URL('../../../README.md', import.meta.url), 'utf8')
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { MAX_HEADER_BYTES, MAX_HEADER_FIELDS, headerLimitProblem } from '../../../core/http/header-limits.js'
+import { headerLimitProblem, MAX_HEADER_BYTES, MAX_HEADER_FIELDS } from '../../../core/http/header-limits.js'
 
 describe('headerLimitProblem', () => {
   it('accepts up to 100 fields and 16 KB, and names the limit that was passed', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { MAX_JSON_DEPTH, jsonTooDeep } from '../../../core/json-depth.js'
+import { jsonTooDeep, MAX_JSON_DEPTH } from '../../../core/json-depth.js'
 
 /** `levels` nested arrays around `inner`. */
 function arrays(levels: number, inner = ''): string {

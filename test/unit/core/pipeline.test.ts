@@ -3,8 +3,8 @@ import { ClientAbort, RequestContext, type SseEvent } from '../../../core/contex
 import { ERRORS, GatewayError, gatewayError } from '../../../core/errors.js'
 import { Pipeline, type ClientExchange, type EventTransform } from '../../../core/pipeline.js'
 import { jsonReply, type GatewayPlugin, type Reply } from '../../../core/plugin.js'
-import type { Logger } from '../../../core/ports.js'
 import { INFERENCE_ROUTES, type RouteSpec } from '../../../core/routes.js'
+import type { Logger } from '../../../core/service.js'
 
 const chatRoute = INFERENCE_ROUTES.find((route) => route.id === 'chat.completions') as RouteSpec
 const modelsRoute = INFERENCE_ROUTES.find((route) => route.id === 'models.list') as RouteSpec

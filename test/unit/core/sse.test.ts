@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { eventSeparatorAfter, nextSequenceNumber, SseParser, serializeSseEvent } from '../../../core/http/sse.js'
+import { eventSeparatorAfter, nextSequenceNumber, serializeSseEvent, SseParser } from '../../../core/http/sse.js'
 
 function feed(parts: Array<string | Buffer>): Array<{ data: string; otherLines: readonly string[] }> {
   const parser = new SseParser()

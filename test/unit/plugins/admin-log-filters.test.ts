@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from 'vitest'
 import type { GatewayError } from '../../../core/errors.js'
+import type { StoredLog } from '../../../core/logs.js'
 import { createFeedbackBody, updateFeedbackBody } from '../../../plugins/admin-api/feedback.js'
 import { createExportBody, exportRow } from '../../../plugins/admin-api/log-exports.js'
 import {
@@ -18,7 +19,6 @@ import {
   type FilterInput,
 } from '../../../plugins/admin-api/log-filters.js'
 import { createLogsBody } from '../../../plugins/admin-api/logs.js'
-import type { StoredLog } from '../../../core/logs.js'
 
 const RANGE = 'time_of_generation_min=2026-01-01T00:00:00Z&time_of_generation_max=2026-01-31T00:00:00%2B05:30'
 const SCOPE = { organisationId: 'org-1', workspaceId: 'ws-uuid' }

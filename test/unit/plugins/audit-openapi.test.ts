@@ -8,7 +8,12 @@ import { Validator } from '@seriousme/openapi-schema-validator'
 import { describe, expect, it } from 'vitest'
 import { z } from 'zod'
 import { ADMIN_ROUTES } from '../../../core/routes.js'
-import { buildOpenApiDocument, OPERATION_SCHEMAS, openApiText, publicOpenApiHandlers } from '../../../plugins/admin-api/openapi.js'
+import {
+  buildOpenApiDocument,
+  OPERATION_SCHEMAS,
+  openApiText,
+  publicOpenApiHandlers,
+} from '../../../plugins/admin-api/openapi.js'
 
 type Json = Record<string, any>
 

@@ -6,19 +6,13 @@ import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { DuckDbAdminStore } from '../../../adapters/embedded/duckdb-admin-store.js'
 import { DuckDbDatabase } from '../../../adapters/embedded/duckdb-database.js'
 import { InProcessChangeNotifier } from '../../../adapters/memory/in-process-change-notifier.js'
+import type { AuditEntry, BootstrapSeed, JsonWebKeySet, JwtSettings, OrganisationRecord } from '../../../core/admin-records.js'
+import { CHANGE_CHANNELS } from '../../../core/channels.js'
 import { ClientAbort, RequestContext, type Principal } from '../../../core/context.js'
 import { GatewayError } from '../../../core/errors.js'
-import {
-  CHANGE_CHANNELS,
-  type AdminStore,
-  type AuditEntry,
-  type BootstrapSeed,
-  type JsonWebKeySet,
-  type JwtSettings,
-  type Logger,
-  type OrganisationRecord,
-} from '../../../core/ports.js'
+import type { AdminStore } from '../../../core/ports.js'
 import { INFERENCE_ROUTES, type RouteSpec } from '../../../core/routes.js'
+import type { Logger } from '../../../core/service.js'
 import { authConfigSchema } from '../../../plugins/auth/config.js'
 import { parseJwtHeader } from '../../../plugins/auth/jwt-verifier.js'
 import { AuthPlugin } from '../../../plugins/auth/plugin.js'

@@ -3,12 +3,11 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { loadPriceTable } from '../../../config/pricing.js'
-import type { ModelPrice } from '../../../core/budgets.js'
+import { costNanoUsd, worstCaseNanoUsd, type ModelPrice } from '../../../core/budgets.js'
 import { ConfigError } from '../../../core/registry.js'
-import { costNanoUsd, worstCaseNanoUsd } from '../../../core/budgets.js'
+import { INFERENCE_ROUTES, type RouteSpec } from '../../../core/routes.js'
 import { formatAmount, fromCounterUnit, toCounterUnit } from '../../../plugins/budget/cost.js'
 import { estimateRequest } from '../../../plugins/budget/estimate.js'
-import { INFERENCE_ROUTES, type RouteSpec } from '../../../core/routes.js'
 
 const GPT_4O: ModelPrice = { input: 2.5, output: 10, cachedInput: 1.25, reasoning: null }
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import type { UsageLimitRule } from '../../../core/ports.js'
+import type { UsageLimitRule } from '../../../core/admin-records.js'
 import { DAY_MS, periodOf, usageWindow } from '../../../plugins/budget/periods.js'
 
 type Reset = Pick<UsageLimitRule, 'periodicReset' | 'periodicResetDays'>
