@@ -41,7 +41,7 @@ import type { PipelineMember } from '../core/pipeline.js'
 import type { GatewayPlugin } from '../core/plugin.js'
 import { AdminStore, ChangeNotifier, LogSink, ProviderRegistry, SecretCipher, UpstreamClient } from '../core/ports.js'
 import { RateLimiter } from '../core/rate-limits.js'
-import { ConfigError, resolvePlugins, type PluginResolution } from '../core/registry.js'
+import { checkDeclaredPhases, ConfigError, resolvePlugins, type PluginResolution } from '../core/registry.js'
 import type { RouteGroup } from '../core/routes.js'
 import { Clock, Logger, type Service, type Token } from '../core/service.js'
 import { BudgetBook } from '../plugins/budget/book.js'
@@ -302,6 +302,7 @@ export async function wire(loaded: LoadedConfig): Promise<Wiring> {
       return container.resolve(token)
     })
     const plugin: GatewayPlugin = enabled.definition.create(enabled.config, deps)
+    checkDeclaredPhases(enabled.definition, plugin)
     plugins.push({ name: enabled.definition.name, plugin })
   }
 

@@ -81,28 +81,36 @@ export interface ConfigSchema<T> {
     | { success: false; error: { issues: ReadonlyArray<{ path: ReadonlyArray<PropertyKey>; message: string }> } }
 }
 
+/** What a list of tokens stands for, in order: `[Token<A>, Token<B>]` → `[A, B]`. */
+export type Injected<I extends readonly Token<unknown>[]> = { readonly [K in keyof I]: I[K] extends Token<infer V> ? V : never }
+
 /**
  * What a plugin module exports. `name` equals its folder and its key in `config/default.json`.
- * `inject` lists the port tokens `create` receives, in order; only the ports of enabled plugins are
- * ever started.
+ * `inject` lists the port tokens `create` receives, in order, typed by the tokens (`Injected`): a
+ * token added, dropped or reordered without `create` following does not compile. Only the ports of
+ * enabled plugins are ever started. With its type parameters left out, a definition is the
+ * type-erased form the catalogue and the composition root hold.
  */
-export interface PluginDefinition<C = unknown> {
+export interface PluginDefinition<C = unknown, I extends readonly Token<unknown>[] = readonly Token<unknown>[]> {
   readonly name: string
   /** Default priority (higher runs first); config may override it. Ties are a boot error. */
   readonly priority: number
   /** The route groups whose pipelines include this plugin. */
   readonly groups: readonly RouteGroup[]
-  /** Phases it implements (documented in the README's configuration table; checked at boot). */
+  /**
+   * Phases it implements: boot refuses a plugin whose hooks differ (core/registry.ts
+   * `checkDeclaredPhases`), and a test compares them with the README's configuration table.
+   */
   readonly phases: readonly PhaseName[]
   /** Plugins that must also be enabled. */
   readonly requires?: readonly string[]
   readonly configSchema: ConfigSchema<C>
-  readonly inject: readonly Token<unknown>[]
-  create(config: C, deps: readonly unknown[]): GatewayPlugin
+  readonly inject: I
+  create(config: C, deps: Injected<I>): GatewayPlugin
 }
 
-/** Helps TypeScript check `create`'s config type against the schema. */
-export function definePlugin<C>(definition: PluginDefinition<C>): PluginDefinition<C> {
+/** Helps TypeScript check `create` against the config schema and the injected tokens. */
+export function definePlugin<C, const I extends readonly Token<unknown>[]>(definition: PluginDefinition<C, I>): PluginDefinition<C, I> {
   return definition
 }
 

@@ -3,7 +3,7 @@
  * validated. Everything that can be wrong with plugin configuration fails here, at boot, with a
  * message naming the config key; nothing is checked per request.
  */
-import type { PluginDefinition } from './plugin.js'
+import type { GatewayPlugin, PhaseName, PluginDefinition } from './plugin.js'
 import { ROUTE_GROUPS, type RouteGroup } from './routes.js'
 
 /** A configuration mistake found at boot. `key` is the dotted config path it is about. */
@@ -111,4 +111,21 @@ export function resolvePlugins(
     else inactiveGroups.push(group)
   }
   return { enabled, activeGroups, inactiveGroups }
+}
+
+const PHASES: readonly PhaseName[] = ['onRequest', 'onAccess', 'onForward', 'onResponse', 'onChunk', 'onLog']
+
+/**
+ * Throws when a created plugin's hooks differ from the phases its definition declares: the
+ * declaration drives terminal detection and the README's plugin table, the hooks drive the
+ * pipeline, so they must be the same list.
+ */
+export function checkDeclaredPhases(definition: PluginDefinition, plugin: GatewayPlugin): void {
+  const implemented = PHASES.filter((phase) => typeof plugin[phase] === 'function')
+  const declared = PHASES.filter((phase) => definition.phases.includes(phase))
+  if (implemented.join() === declared.join()) return
+  throw new ConfigError(
+    `plugins.${definition.name}`,
+    `the plugin declares the phases [${declared.join(', ')}] but implements [${implemented.join(', ')}]`,
+  )
 }

@@ -161,7 +161,13 @@ function parseAudit(text: string): AuditAction {
   return Object.freeze({ resourceType, action, resourceParam: resourceParam ?? null })
 }
 
-function adminRoute(id: string, method: HttpMethod, pattern: string, scopes: readonly string[], options: AdminRouteOptions = {}): RouteSpec {
+function adminRoute<const Id extends string>(
+  id: Id,
+  method: HttpMethod,
+  pattern: string,
+  scopes: readonly string[],
+  options: AdminRouteOptions = {},
+): RouteSpec & { readonly id: Id } {
   return Object.freeze({
     id,
     group: 'admin',
@@ -196,7 +202,7 @@ const EXPORTS = ['logs.export'] as const
  * DELETEs of workspace resources read an optional JSON body, since `workspace_id` may come in it
  * (API.md §1); a body sent on a `none` route would be ignored unchecked.
  */
-export const ADMIN_ROUTES: readonly RouteSpec[] = [
+export const ADMIN_ROUTES = [
   adminRoute('admin.organisation.get', 'GET', '/v1/admin/organisation', ['organisation_settings.read'], ADMIN_ONLY),
   adminRoute('admin.organisation.jwt.get', 'GET', '/v1/admin/organisation/jwt', ['organisation_settings.read'], ADMIN_ONLY),
   adminRoute('admin.organisation.jwt.update', 'PUT', '/v1/admin/organisation/jwt', ['organisation_settings.update'], { ...ADMIN_ONLY, audit: 'organisation.update' }),
@@ -284,7 +290,10 @@ export const ADMIN_ROUTES: readonly RouteSpec[] = [
   adminRoute('logs.get', 'GET', '/v1/logs/:logId', ['logs.read', 'logs.view', 'logs.write', 'completions.write']),
 
   adminRoute('openapi.get', 'GET', '/v1/openapi.json', [], { public: true }),
-]
+] as const satisfies readonly RouteSpec[]
+
+/** The id of an Admin API route: the Admin API's handler maps are keyed by these (a misspelt id does not compile). */
+export type AdminRouteId = (typeof ADMIN_ROUTES)[number]['id']
 
 interface CompiledPattern {
   readonly route: RouteSpec

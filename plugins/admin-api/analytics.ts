@@ -19,7 +19,7 @@ import {
   toLogFilter,
   type FilterInput,
 } from './log-filters.js'
-import { invalid, type AdminDeps, type AdminRequest, type Handler, type Outcome } from './request.js'
+import { invalid, type AdminDeps, type AdminRequest, type Handler, type Outcome, type HandlerMap } from './request.js'
 import { listView } from './views.js'
 
 /** The log ports, or the error that says logs are off. */
@@ -86,7 +86,7 @@ async function cacheSummary({ ctx, principal, deps }: AdminRequest): Promise<Rep
   })
 }
 
-export const analyticsHandlers: Readonly<Record<string, Handler>> = {
+export const analyticsHandlers: HandlerMap = {
   ...Object.fromEntries(GRAPH_NAMES.map((name) => [`analytics.graphs.${name}`, graphHandler(name)])),
   ...Object.fromEntries(GROUP_NAMES.map((name) => [`analytics.groups.${name}`, groupHandler(name)])),
   'analytics.summary.cache': cacheSummary,

@@ -53,6 +53,7 @@ import {
   type AdminDeps,
   type AdminRequest,
   type Handler,
+  type HandlerMap,
 } from './request.js'
 import {
   createApiKeyBody,
@@ -324,7 +325,7 @@ async function rotateApiKey(request: AdminRequest): Promise<Reply | GatewayError
   return jsonReply(200, { id: key.id, key: secret, key_transition_expires_at: transitionEnds, object: 'api-key' })
 }
 
-export const apiKeyHandlers: Readonly<Record<string, Handler>> = {
+export const apiKeyHandlers: HandlerMap = {
   'api-keys.organisation-service.create': createApiKey('organisation-service'),
   'api-keys.workspace-service.create': createApiKey('workspace-service'),
   'api-keys.workspace-user.create': createApiKey('workspace-user'),

@@ -6,7 +6,7 @@
 import type { AuditEntry, AuditFilter } from '../../core/admin-records.js'
 import type { GatewayError } from '../../core/errors.js'
 import { jsonReply, type Reply } from '../../core/plugin.js'
-import { invalid, pageOf, parseQuery, type AdminRequest, type Handler } from './request.js'
+import { invalid, pageOf, parseQuery, type AdminRequest, type HandlerMap } from './request.js'
 import { listAuditLogsQuery } from './schemas.js'
 import { listView } from './views.js'
 
@@ -79,6 +79,6 @@ async function listAuditLogs(request: AdminRequest): Promise<Reply | GatewayErro
   return jsonReply(200, listView(page.total, data))
 }
 
-export const auditLogHandlers: Readonly<Record<string, Handler>> = {
+export const auditLogHandlers: HandlerMap = {
   'audit-logs.list': listAuditLogs,
 }

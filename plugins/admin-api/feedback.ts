@@ -19,7 +19,7 @@ import { jsonReply, type Reply } from '../../core/plugin.js'
 import { checkNamedWorkspace } from './access.js'
 import { logServicesOf } from './analytics.js'
 import { METADATA_KEY, TRACE_ID, UUID } from './log-filters.js'
-import { notFound, parseBody, parseOneOrMany, type AdminRequest, type Handler } from './request.js'
+import { notFound, parseBody, parseOneOrMany, type AdminRequest, type HandlerMap } from './request.js'
 import { workspaceIdField } from './schemas.js'
 
 /** Entries of one `POST /v1/feedback`. */
@@ -134,7 +134,7 @@ async function updateFeedback(request: AdminRequest): Promise<Reply | GatewayErr
   return jsonReply(200, { status: 'success', message: 'feedback updated', feedback_ids: [updated.id] })
 }
 
-export const feedbackHandlers: Readonly<Record<string, Handler>> = {
+export const feedbackHandlers: HandlerMap = {
   'feedback.create': createFeedback,
   'feedback.update': updateFeedback,
 }

@@ -29,9 +29,9 @@ import {
   requireApplied,
   type AdminDeps,
   type AdminRequest,
-  type Handler,
-  type PublicHandler,
   type PublicRequest,
+  type HandlerMap,
+  type PublicHandlerMap,
 } from './request.js'
 import { acceptInviteBody, createInviteBody, listInvitesQuery } from './schemas.js'
 import { workspaceSlugs } from './users.js'
@@ -321,7 +321,7 @@ async function acceptInvite(request: PublicRequest): Promise<Reply | GatewayErro
   })
 }
 
-export const inviteHandlers: Readonly<Record<string, Handler>> = {
+export const inviteHandlers: HandlerMap = {
   'admin.invites.create': createInvite,
   'admin.invites.list': listInvites,
   'admin.invites.get': getInvite,
@@ -329,7 +329,7 @@ export const inviteHandlers: Readonly<Record<string, Handler>> = {
   'admin.invites.resend': resendInvite,
 }
 
-export const publicInviteHandlers: Readonly<Record<string, PublicHandler>> = {
+export const publicInviteHandlers: PublicHandlerMap = {
   'invites.show': showInvite,
   'invites.accept': acceptInvite,
 }

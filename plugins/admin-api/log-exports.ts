@@ -49,8 +49,9 @@ import {
   type AdminRequest,
   type Handler,
   type Outcome,
-  type PublicHandler,
   type PublicRequest,
+  type HandlerMap,
+  type PublicHandlerMap,
 } from './request.js'
 import { snakePaging, workspaceIdBody, workspaceIdField } from './schemas.js'
 import { listView } from './views.js'
@@ -504,7 +505,7 @@ async function exportFile({ ctx, deps }: PublicRequest): Promise<Reply | Gateway
   }
 }
 
-export function exportHandlers(jobs: ExportJobs): Readonly<Record<string, Handler>> {
+export function exportHandlers(jobs: ExportJobs): HandlerMap {
   return {
     'logs.exports.create': createExport,
     'logs.exports.list': listExports,
@@ -516,6 +517,6 @@ export function exportHandlers(jobs: ExportJobs): Readonly<Record<string, Handle
   }
 }
 
-export const publicExportHandlers: Readonly<Record<string, PublicHandler>> = {
+export const publicExportHandlers: PublicHandlerMap = {
   'logs.exports.file': exportFile,
 }

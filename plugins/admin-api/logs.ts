@@ -23,7 +23,7 @@ import { jsonReply, type Reply } from '../../core/plugin.js'
 import { logServicesOf } from './analytics.js'
 import { callerScope } from './feedback.js'
 import { METADATA_KEY, TRACE_ID } from './log-filters.js'
-import { notFound, parseOneOrMany, type AdminDeps, type AdminRequest, type Handler } from './request.js'
+import { notFound, parseOneOrMany, type AdminDeps, type AdminRequest, type HandlerMap } from './request.js'
 
 /** Logs of one `POST /v1/logs`. */
 export const MAX_CUSTOM_LOGS = 100
@@ -253,7 +253,7 @@ async function getLog({ ctx, principal, deps }: AdminRequest): Promise<Reply | G
   return jsonReply(200, logView(log, await workspaceSlugOf(deps, principal.organisationId, log.workspaceId)))
 }
 
-export const logHandlers: Readonly<Record<string, Handler>> = {
+export const logHandlers: HandlerMap = {
   'logs.create': createLogs,
   'logs.get': getLog,
 }

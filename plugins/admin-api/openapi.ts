@@ -10,7 +10,7 @@ import { ERRORS, type AdminErrorCode } from '../../core/errors.js'
 import { GRAPH_NAMES, GROUP_NAMES } from '../../core/logs.js'
 import type { Reply } from '../../core/plugin.js'
 import { ADMIN_ROUTES, type RouteSpec } from '../../core/routes.js'
-import type { PublicHandler } from './request.js'
+import type { PublicHandlerMap } from './request.js'
 import {
   acceptInviteBody,
   addMembersBody,
@@ -320,6 +320,6 @@ const HEADERS: ReadonlyArray<readonly [string, string]> = [
   ['cache-control', 'public, max-age=300'],
 ]
 
-export const publicOpenApiHandlers: Readonly<Record<string, PublicHandler>> = {
+export const publicOpenApiHandlers: PublicHandlerMap = {
   'openapi.get': async (): Promise<Reply> => ({ status: 200, headers: HEADERS, body: openApiText() }),
 }

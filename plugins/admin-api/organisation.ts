@@ -10,7 +10,7 @@
 import type { JsonWebKeySet, OrganisationRecord } from '../../core/admin-records.js'
 import { CHANGE_CHANNELS } from '../../core/channels.js'
 import { jsonReply } from '../../core/plugin.js'
-import { commit, invalid, notFound, nowIso, parseBody, type AdminRequest, type Handler } from './request.js'
+import { commit, invalid, notFound, nowIso, parseBody, type AdminRequest, type HandlerMap } from './request.js'
 import { jwtSettingsBody } from './schemas.js'
 import { jwtSettingsView, organisationView } from './views.js'
 
@@ -39,7 +39,7 @@ async function organisationOf(request: AdminRequest): Promise<OrganisationRecord
   return request.deps.store.findOrganisation(request.principal.organisationId)
 }
 
-export const organisationHandlers: Readonly<Record<string, Handler>> = {
+export const organisationHandlers: HandlerMap = {
   'admin.organisation.get': async (request) => {
     const organisation = await organisationOf(request)
     return organisation === null ? notFound('Organisation') : jsonReply(200, organisationView(organisation))

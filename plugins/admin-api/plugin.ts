@@ -17,6 +17,7 @@ import type { RequestContext } from '../../core/context.js'
 import { ERRORS, gatewayError, isGatewayError, type GatewayError } from '../../core/errors.js'
 import type { GatewayPlugin, Reply } from '../../core/plugin.js'
 import { LogStoreUnavailableError } from '../../core/ports.js'
+import { ADMIN_ROUTES } from '../../core/routes.js'
 import { analyticsHandlers } from './analytics.js'
 import { apiKeyHandlers } from './api-keys.js'
 import { auditLogHandlers } from './audit-logs.js'
@@ -56,6 +57,10 @@ export class AdminApiPlugin implements GatewayPlugin {
       }),
     )
     this.#publicHandlers = new Map(Object.entries({ ...publicInviteHandlers, ...publicOpenApiHandlers, ...publicExportHandlers }))
+    // A route added to the table without its handler fails the boot, not the first request to it.
+    for (const route of ADMIN_ROUTES) {
+      if (!(route.public ? this.#publicHandlers : this.#handlers).has(route.id)) throw new Error(`admin-api: no handler for the route ${route.id}`)
+    }
   }
 
   /** Stops running log exports (they are recorded as interrupted). */

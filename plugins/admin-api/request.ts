@@ -12,6 +12,7 @@ import { JSON_TOO_DEEP_MESSAGE, jsonTooDeep } from '../../core/json-depth.js'
 import type { LogServices } from '../../core/log-exports.js'
 import type { Reply } from '../../core/plugin.js'
 import type { AdminStore, AdminWriter, ChangeNotifier, ProviderRegistry, SecretCipher } from '../../core/ports.js'
+import type { AdminRouteId } from '../../core/routes.js'
 import type { Clock, Logger } from '../../core/service.js'
 import type { AdminApiConfig } from './config.js'
 import { describeIssue } from './schemas.js'
@@ -50,6 +51,11 @@ export interface PublicRequest {
 }
 
 export type PublicHandler = (request: PublicRequest) => Promise<Reply | GatewayError>
+
+/** Handlers keyed by Admin API route id (core/routes.ts): a misspelt or removed route id does not compile. */
+export type HandlerMap = Partial<Readonly<Record<AdminRouteId, Handler>>>
+/** Handlers of the public Admin API routes (no credential), keyed the same way. */
+export type PublicHandlerMap = Partial<Readonly<Record<AdminRouteId, PublicHandler>>>
 
 /** A result or the error to reply with. */
 export type Outcome<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: GatewayError }

@@ -18,7 +18,7 @@ import {
   requireApplied,
   type AdminDeps,
   type AdminRequest,
-  type Handler,
+  type HandlerMap,
 } from './request.js'
 import { listUsersQuery, updateUserBody } from './schemas.js'
 import { listView, userView } from './views.js'
@@ -99,7 +99,7 @@ async function deleteUser(request: AdminRequest): Promise<Reply | GatewayError> 
   return jsonReply(200, {})
 }
 
-export const userHandlers: Readonly<Record<string, Handler>> = {
+export const userHandlers: HandlerMap = {
   'admin.users.list': listUsers,
   'admin.users.get': getUser,
   'admin.users.update': updateUser,

@@ -46,7 +46,7 @@ import {
   requireApplied,
   type AdminDeps,
   type AdminRequest,
-  type Handler,
+  type HandlerMap,
 } from './request.js'
 import { isoDateTime, snakePaging, usageLimitRule, workspaceIdBody, workspaceIdField, workspaceIdQuery } from './schemas.js'
 import { listView, rateLimitsView, usageLimitView } from './views.js'
@@ -411,7 +411,7 @@ async function deleteVirtualKey(request: AdminRequest): Promise<Reply | GatewayE
   return jsonReply(200, {})
 }
 
-export const virtualKeyHandlers: Readonly<Record<string, Handler>> = {
+export const virtualKeyHandlers: HandlerMap = {
   'virtual-keys.create': createVirtualKey,
   'virtual-keys.list': listVirtualKeys,
   'virtual-keys.get': getVirtualKey,

@@ -29,7 +29,7 @@ import {
   requireApplied,
   type AdminDeps,
   type AdminRequest,
-  type Handler,
+  type HandlerMap,
 } from './request.js'
 import {
   addMembersBody,
@@ -297,7 +297,7 @@ async function deleteMember(request: AdminRequest): Promise<Reply | GatewayError
   return jsonReply(200, {})
 }
 
-export const workspaceHandlers: Readonly<Record<string, Handler>> = {
+export const workspaceHandlers: HandlerMap = {
   'admin.workspaces.create': createWorkspace,
   'admin.workspaces.list': listWorkspaces,
   'admin.workspaces.get': getWorkspace,

@@ -3,10 +3,10 @@ import { definePlugin } from '../../core/plugin.js'
 import { AdminStore } from '../../core/ports.js'
 import { Clock, Logger } from '../../core/service.js'
 import { BudgetBook } from './book.js'
-import { budgetConfigSchema, type BudgetConfig } from './config.js'
+import { budgetConfigSchema } from './config.js'
 import { BudgetPlugin } from './plugin.js'
 
-export const budget = definePlugin<BudgetConfig>({
+export const budget = definePlugin({
   name: 'budget',
   priority: 600,
   groups: ['inference', 'passthrough'],
@@ -14,17 +14,9 @@ export const budget = definePlugin<BudgetConfig>({
   requires: ['auth'],
   configSchema: budgetConfigSchema,
   inject: [BudgetAccounts, PriceTable, AdminStore, Clock, Logger],
-  create: (config, deps) => {
-    const book = deps[0]
+  create: (config, [book, prices, store, clock, logger]) => {
     // The composition root registers a BudgetBook under BudgetAccounts whenever this plugin is enabled.
     if (!(book instanceof BudgetBook)) throw new Error('budget: BudgetAccounts must be the BudgetBook while the budget plugin is enabled')
-    return new BudgetPlugin({
-      config,
-      book,
-      prices: deps[1] as PriceTable,
-      store: deps[2] as AdminStore,
-      clock: deps[3] as Clock,
-      logger: deps[4] as Logger,
-    })
+    return new BudgetPlugin({ config, book, prices, store, clock, logger })
   },
 })

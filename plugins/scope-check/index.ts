@@ -1,8 +1,8 @@
 import { definePlugin } from '../../core/plugin.js'
-import { scopeCheckConfigSchema, type ScopeCheckConfig } from './config.js'
+import { scopeCheckConfigSchema } from './config.js'
 import { ScopeCheckPlugin } from './plugin.js'
 
-export const scopeCheck = definePlugin<ScopeCheckConfig>({
+export const scopeCheck = definePlugin({
   name: 'scope-check',
   priority: 900,
   groups: ['inference', 'passthrough', 'admin'],

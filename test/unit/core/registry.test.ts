@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { z } from 'zod'
 import { definePlugin, type PhaseName, type PluginDefinition } from '../../../core/plugin.js'
-import { ConfigError, resolvePlugins } from '../../../core/registry.js'
+import { checkDeclaredPhases, ConfigError, resolvePlugins } from '../../../core/registry.js'
 import type { RouteGroup } from '../../../core/routes.js'
 
 function plugin(name: string, priority: number, phases: PhaseName[], groups: RouteGroup[] = ['inference'], requires?: string[]): PluginDefinition {
@@ -96,3 +96,19 @@ describe('resolvePlugins', () => {
     expect(failure({ ...allOn, log: { enabled: 'yes' as unknown as boolean } }).key).toBe('plugins.log.enabled')
   })
 })
+
+describe('checkDeclaredPhases', () => {
+  const definition = plugin('limits', 700, ['onAccess', 'onLog'])
+
+  it('accepts a plugin whose hooks are exactly its declared phases', () => {
+    expect(() => checkDeclaredPhases(definition, { onAccess: () => undefined, onLog: () => {} })).not.toThrow()
+  })
+
+  it('refuses a hook that is not declared, and a declared phase with no hook, naming both lists', () => {
+    expect(() => checkDeclaredPhases(definition, { onAccess: () => undefined, onLog: () => {}, onRequest: () => undefined })).toThrow(
+      'plugins.limits: the plugin declares the phases [onAccess, onLog] but implements [onRequest, onAccess, onLog]',
+    )
+    expect(() => checkDeclaredPhases(definition, { onLog: () => {} })).toThrow(ConfigError)
+  })
+})
+
