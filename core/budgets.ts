@@ -114,7 +114,8 @@ export interface BudgetReset extends BudgetEntity {
 export interface UsageStore extends Service {
   /**
    * Adds settled amounts to the persisted totals of counter keys (creating them), atomically per
-   * call, and keeps each counter's `expiresAt` (`BudgetCounter.expiresAt`: when its period is over;
+   * counter key (a call that fails part way may have applied some keys: DuckDB runs it in one
+   * transaction, MongoDB as one unordered bulk write), and keeps each counter's `expiresAt` (`BudgetCounter.expiresAt`: when its period is over;
    * absent or `null` for a counter that never ends, a lifetime limit's). A later write may move a
    * counter's end later or make it never end, never earlier. Counters stored before ends were kept
    * have none until they are written again.

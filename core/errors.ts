@@ -55,7 +55,7 @@ function defineError(
   return Object.freeze({ code, status, type, adminCode, message })
 }
 
-/** The catalogue. Keys equal their `code`; areas: CONFIG, REQ, AUTH, SCOPE, VIRTUAL_KEY, ADMIN, UPSTREAM, INTERNAL. */
+/** The catalogue. Keys equal their `code`; areas: REQ, AUTH, SCOPE, VIRTUAL_KEY, ADMIN, LOGS, RATE_LIMIT, BUDGET, UPSTREAM, UNAVAILABLE, INTERNAL. */
 export const ERRORS = {
   // Request shape
   GW_REQ_MALFORMED_JSON: defineError('GW_REQ_MALFORMED_JSON', 400, 'invalid_request_error', 'AB01', 'The request body is not valid JSON'),
@@ -150,7 +150,7 @@ export function gatewayError(
   return new GatewayError(spec, message, options)
 }
 
-/** True for `GatewayError` instances (also across duplicated module instances). */
+/** True for `GatewayError` instances (of this module copy: `instanceof`). */
 export function isGatewayError(value: unknown): value is GatewayError {
   return value instanceof GatewayError
 }

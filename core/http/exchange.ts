@@ -152,8 +152,8 @@ export class UwsExchange implements ClientExchange {
   }
 
   /**
-   * Sends a reply produced outside any pipeline (404, 405, probes) inside the uWS handler.
-   * No cork needed: uWS corks the handler's own synchronous writes.
+   * Sends a probe reply (`/readyz`, `/metrics`) produced outside any pipeline, once its promise
+   * settled (so after the uWS handler returned: the writes are corked here).
    */
   sendSimple(status: number, headers: ReadonlyArray<readonly [string, string]>, body: string, traceId: string): void {
     if (this.#aborted || this.#ended) return

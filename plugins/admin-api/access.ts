@@ -1,7 +1,7 @@
 /**
  * Who may see and change what (API.md §1), on top of the route's scope check:
  * - an Admin API key (organisation-service) reaches every workspace of its organisation, naming it
- *   with `workspace_id`; it acts with organisation-admin rights. On a resource's own path,
+ *   with `workspace_id`; it acts with the organisation owner's rank (`RANKS.owner`). On a resource's own path,
  *   `workspace_id` must name that resource's workspace, else 404 (`checkNamedWorkspace`);
  * - a workspace key or JWT is locked to its workspace; another workspace is reported as not found
  *   (never revealed);

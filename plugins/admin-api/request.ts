@@ -35,7 +35,7 @@ export interface AdminDeps {
   readonly logger: Logger
 }
 
-/** An authenticated Admin API request (public routes get `principal: null`). */
+/** An authenticated Admin API request (public routes get a `PublicRequest`, which has no principal). */
 export interface AdminRequest {
   readonly ctx: RequestContext
   readonly principal: Principal

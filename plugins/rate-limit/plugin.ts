@@ -100,8 +100,9 @@ export class RateLimitPlugin implements GatewayPlugin {
     for (let i = 0; !any && i < subjects.length; i++) any = (subjects[i] as LimitSubject).rateLimits.length > 0
     if (!any) return undefined
 
-    // Every subject of a request belongs to the caller's workspace (admin keys never get here:
-    // scope-check refuses them on the data plane), so its UUID is the one hash tag of the request.
+    // Every subject of a request belongs to the caller's workspace, so its UUID is the one hash tag
+    // of the request. An Admin API key gets here only on a pass-through path without a provider
+    // selection (forward then answers 400); it has no workspace, so its key id is the tag.
     const tag = principal.workspaceId ?? principal.keyId
     const rules: CompiledRule[] = []
     for (const subject of subjects) if (subject.rateLimits.length > 0) rules.push(...this.#rulesOf(subject, tag))
