@@ -33,13 +33,14 @@ import { InProcessRateLimiter } from '../adapters/memory/in-process-rate-limiter
 import { connectAddressPolicy, parseAllowList } from '../adapters/providers/custom-host-policy.js'
 import { TableProviderRegistry } from '../adapters/providers/provider-registry.js'
 import { UndiciUpstreamClient } from '../adapters/providers/upstream-client.js'
+import { UndiciOutboundFetch } from '../adapters/providers/undici-outbound-fetch.js'
 import { BudgetAccounts, BudgetLedger, PriceTable, UNTRACKED_BUDGETS, UsageStore } from '../core/budgets.js'
 import { LimitCoordination } from '../core/limits.js'
 import { ExportStore, LogServices } from '../core/log-exports.js'
 import { LogAnalytics } from '../core/logs.js'
 import type { PipelineMember } from '../core/pipeline.js'
 import type { GatewayPlugin } from '../core/plugin.js'
-import { AdminStore, ChangeNotifier, LogSink, ProviderRegistry, SecretCipher, UpstreamClient } from '../core/ports.js'
+import { AdminStore, ChangeNotifier, LogSink, OutboundFetch, ProviderRegistry, SecretCipher, UpstreamClient } from '../core/ports.js'
 import { RateLimiter } from '../core/rate-limits.js'
 import { checkDeclaredPhases, ConfigError, resolvePlugins, type PluginResolution } from '../core/registry.js'
 import type { RouteGroup } from '../core/routes.js'
@@ -74,6 +75,7 @@ const PORT_NAMES = new Map<symbol, string>([
   [RateLimiter, 'rate-limiter'],
   [ProviderRegistry, 'provider-registry'],
   [UpstreamClient, 'upstream-client'],
+  [OutboundFetch, 'outbound-fetch'],
   [SecretCipher, 'secret-cipher'],
   [BudgetAccounts, 'budget-accounts'],
   [PriceTable, 'price-table'],
@@ -208,11 +210,12 @@ export async function wire(loaded: LoadedConfig): Promise<Wiring> {
   container.register(ProviderRegistry, {
     useFactory: instanceCachingFactory(() => new TableProviderRegistry({ allowedCustomHosts: environment.allowedCustomHosts })),
   })
+  const isAddressAllowed = connectAddressPolicy(parseAllowList(environment.allowedCustomHosts))
   container.register(UpstreamClient, {
-    useFactory: serviceFactory(
-      'upstream-client',
-      () => new UndiciUpstreamClient({ ...config.upstream, isAddressAllowed: connectAddressPolicy(parseAllowList(environment.allowedCustomHosts)) }),
-    ),
+    useFactory: serviceFactory('upstream-client', () => new UndiciUpstreamClient({ ...config.upstream, isAddressAllowed })),
+  })
+  container.register(OutboundFetch, {
+    useFactory: serviceFactory('outbound-fetch', () => new UndiciOutboundFetch({ isAddressAllowed, connectTimeoutMs: config.upstream.connectTimeoutMs })),
   })
 
   // All limits in one round trip: when the budget plugin runs after rate-limit and both live in

@@ -308,6 +308,17 @@ export interface UpstreamClient extends Service {
 }
 export const UpstreamClient = portToken<UpstreamClient>('UpstreamClient')
 
+/**
+ * `fetch` for the gateway's own requests to URLs an operator or tenant configured (a JWKS URL), with
+ * the same connect-time address policy as custom hosts: every address a host name resolves to when
+ * the connection opens must pass the SSRF rules, so a name that re-resolves to a private or metadata
+ * address (DNS rebinding) is refused, not fetched.
+ */
+export interface OutboundFetch extends Service {
+  readonly fetch: typeof globalThis.fetch
+}
+export const OutboundFetch = portToken<OutboundFetch>('OutboundFetch')
+
 // ---------------------------------------------------------------------------------------------
 // Change notifications
 

@@ -349,7 +349,7 @@ function errorCode(err: unknown): string | null {
 type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void
 
 /** A `net.connect` lookup that refuses DNS answers containing a disallowed address. */
-function guardedLookup(isAllowed: (address: string, hostname: string) => boolean) {
+export function guardedLookup(isAllowed: (address: string, hostname: string) => boolean) {
   return function lookup(hostname: string, options: LookupOptions, callback: LookupCallback): void {
     dnsLookup(hostname, options, (err, result, family) => {
       if (err !== null) {

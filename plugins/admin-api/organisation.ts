@@ -59,7 +59,8 @@ export const organisationHandlers: HandlerMap = {
     let jwksUrl: string | null = null
     let jwks: JsonWebKeySet | null = null
     if (body.value.jwks_url !== undefined) {
-      // The gateway fetches this URL: the same SSRF rules as x-gateway-custom-host apply.
+      // The gateway fetches this URL: the same SSRF rules as x-gateway-custom-host apply, here and
+      // again when each connection opens (the auth plugin fetches through the guarded OutboundFetch).
       const check = await deps.registry.checkCustomHost(body.value.jwks_url)
       if (!check.ok) return invalid(`jwks_url: ${check.reason}`, 'jwks_url')
       jwksUrl = body.value.jwks_url

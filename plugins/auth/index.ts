@@ -1,5 +1,5 @@
 import { definePlugin } from '../../core/plugin.js'
-import { AdminStore, ChangeNotifier } from '../../core/ports.js'
+import { AdminStore, ChangeNotifier, OutboundFetch } from '../../core/ports.js'
 import { Clock, Logger } from '../../core/service.js'
 import { authConfigSchema } from './config.js'
 import { AuthPlugin } from './plugin.js'
@@ -10,6 +10,6 @@ export const auth = definePlugin({
   groups: ['inference', 'passthrough', 'admin'],
   phases: ['onRequest'],
   configSchema: authConfigSchema,
-  inject: [AdminStore, ChangeNotifier, Clock, Logger],
-  create: (config, [store, notifier, clock, logger]) => new AuthPlugin(config, store, notifier, clock, logger),
+  inject: [AdminStore, ChangeNotifier, Clock, Logger, OutboundFetch],
+  create: (config, [store, notifier, clock, logger, outbound]) => new AuthPlugin(config, store, notifier, clock, logger, outbound),
 })

@@ -22,6 +22,7 @@
 import {
   createLocalJWKSet,
   createRemoteJWKSet,
+  customFetch,
   decodeJwt,
   jwtVerify,
   type JWTPayload,
@@ -57,6 +58,12 @@ export interface JwtVerifierOptions {
   readonly jwksCooldownMs: number
   readonly jwksTimeoutMs: number
   readonly maxTokenCacheEntries: number
+  /**
+   * What fetches a JWKS URL: the gateway's guarded outbound fetch (the connect-time SSRF check of
+   * custom hosts, so a URL whose name re-resolves to a refused address is not reached). Default:
+   * the global `fetch` (tests only).
+   */
+  readonly fetch?: typeof globalThis.fetch
 }
 
 /** The protected header fields the verifier looks at before any I/O. */
@@ -361,6 +368,7 @@ export class JwtVerifier {
         cacheMaxAge: this.#options.jwksCacheMaxAgeMs,
         cooldownDuration: this.#options.jwksCooldownMs,
         timeoutDuration: this.#options.jwksTimeoutMs,
+        ...(this.#options.fetch === undefined ? {} : { [customFetch]: this.#options.fetch }),
       })
       setBounded(this.#remoteSets, url, keySet, this.#options.maxCacheEntries)
     }

@@ -27,7 +27,7 @@ import { CHANGE_CHANNELS } from '../../core/channels.js'
 import type { Principal, RequestContext } from '../../core/context.js'
 import { ERRORS, gatewayError, type GatewayError } from '../../core/errors.js'
 import type { GatewayPlugin } from '../../core/plugin.js'
-import type { AdminStore, ChangeNotifier } from '../../core/ports.js'
+import type { AdminStore, ChangeNotifier, OutboundFetch } from '../../core/ports.js'
 import { ReadThroughCache } from '../../core/read-through-cache.js'
 import { normaliseScope } from '../../core/scopes.js'
 import { hashSecret } from '../../core/secrets.js'
@@ -113,7 +113,8 @@ export class AuthPlugin implements GatewayPlugin {
   readonly #jwt: JwtVerifier
   #unsubscribe: Array<() => void> = []
 
-  constructor(config: AuthConfig, store: AdminStore, notifier: ChangeNotifier, clock: Clock, logger: Logger) {
+  /** `outbound` fetches remote JWKS URLs through the custom-host connect policy (see `OutboundFetch`). */
+  constructor(config: AuthConfig, store: AdminStore, notifier: ChangeNotifier, clock: Clock, logger: Logger, outbound: OutboundFetch | null = null) {
     this.#config = config
     this.#store = store
     this.#notifier = notifier
@@ -132,6 +133,7 @@ export class AuthPlugin implements GatewayPlugin {
       // Organisations and workspaces are few; the bound only stops floods of made-up claims.
       maxCacheEntries: Math.min(config.maxCacheEntries, 10_000),
       ...config.jwt,
+      ...(outbound === null ? {} : { fetch: outbound.fetch }),
     })
   }
 

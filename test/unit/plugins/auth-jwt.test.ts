@@ -3,6 +3,7 @@ import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { generateSecret, SignJWT, type JWTPayload } from 'jose'
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { UndiciOutboundFetch } from '../../../adapters/providers/undici-outbound-fetch.js'
 import { DuckDbAdminStore } from '../../../adapters/embedded/duckdb-admin-store.js'
 import { DuckDbDatabase } from '../../../adapters/embedded/duckdb-database.js'
 import { InProcessChangeNotifier } from '../../../adapters/memory/in-process-change-notifier.js'
@@ -10,7 +11,7 @@ import type { AuditEntry, BootstrapSeed, JsonWebKeySet, JwtSettings, Organisatio
 import { CHANGE_CHANNELS } from '../../../core/channels.js'
 import { ClientAbort, RequestContext, type Principal } from '../../../core/context.js'
 import { GatewayError } from '../../../core/errors.js'
-import type { AdminStore } from '../../../core/ports.js'
+import type { AdminStore, OutboundFetch } from '../../../core/ports.js'
 import { INFERENCE_ROUTES, type RouteSpec } from '../../../core/routes.js'
 import type { Logger } from '../../../core/service.js'
 import { authConfigSchema } from '../../../plugins/auth/config.js'
@@ -162,10 +163,10 @@ async function setJwt(organisationId: string, settings: JwtSettingsInput | null)
   notifier.publish(CHANGE_CHANNELS.organisations, organisationId)
 }
 
-function newPlugin(overrides: Record<string, unknown> = {}): AuthPlugin {
+function newPlugin(overrides: Record<string, unknown> = {}, outbound: OutboundFetch | null = null): AuthPlugin {
   const parsed = authConfigSchema.safeParse({ bootstrap: { adminKey: ADMIN_KEY, print: false }, ...overrides })
   if (!parsed.success) throw new Error(JSON.stringify(parsed.error.issues))
-  return new AuthPlugin(parsed.data, store, notifier, clock, silent)
+  return new AuthPlugin(parsed.data, store, notifier, clock, silent, outbound)
 }
 
 function makeCtx(headers: Record<string, string>): RequestContext {
@@ -561,6 +562,36 @@ describe('JWT authentication (JWKS URL)', () => {
     jwks.keys = jwksOf(signer, otherSigner)
     expect((await refusal(await sign(otherSigner, claims()))).code).toBe('GW_AUTH_TOKEN_INVALID')
     expect(jwks.fetches).toBe(1)
+  })
+
+  it('fetches the JWKS through the outbound fetch, whose connect policy judges the address the name resolves to then', async () => {
+    // The URL names a host, as a saved jwks_url would; loopback stands for an address the policy refuses
+    // (what a name that re-resolves after it was checked, DNS rebinding, would lead to).
+    const byName = jwks.url.replace('127.0.0.1', 'localhost')
+    const seen: string[] = []
+    const refusing = new UndiciOutboundFetch({
+      isAddressAllowed: (address) => {
+        seen.push(address)
+        return false
+      },
+    })
+    await plugin.close()
+    plugin = newPlugin({}, refusing)
+    await plugin.start()
+    await setJwt(first.organisation.id, { jwksUrl: byName, jwks: null })
+    expect((await refusal(await sign(signer, claims()))).code).toBe('GW_AUTH_UNAVAILABLE')
+    expect(jwks.fetches).toBe(0)
+    expect(seen).toContain('127.0.0.1')
+    await refusing.close()
+
+    const allowing = new UndiciOutboundFetch({ isAddressAllowed: () => true })
+    await plugin.close()
+    plugin = newPlugin({}, allowing)
+    await plugin.start()
+    await setJwt(first.organisation.id, { jwksUrl: byName, jwks: null })
+    expect(await authenticate(await sign(signer, claims()))).not.toBeInstanceOf(GatewayError)
+    expect(jwks.fetches).toBe(1)
+    await allowing.close()
   })
 
   it('answers 503 when the JWKS cannot be fetched', async () => {
