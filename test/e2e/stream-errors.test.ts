@@ -8,7 +8,7 @@
  */
 import OpenAI from 'openai'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { startTestGateway, type TestGateway } from '../helpers/gateway.js'
+import { dataPlaneHeaders, startTestGateway, type TestGateway } from '../helpers/gateway.js'
 import { startMockUpstream, type MockUpstream } from '../helpers/mock-upstream.js'
 
 type Json = Record<string, any>
@@ -32,19 +32,8 @@ afterAll(async () => {
   await mock?.close()
 })
 
-function headers(extra: Record<string, string> = {}): Record<string, string> {
-  return {
-    'x-gateway-api-key': key,
-    'x-gateway-provider': 'openai',
-    'x-gateway-custom-host': mock.url,
-    authorization: 'Bearer sk-provider',
-    'content-type': 'application/json',
-    ...extra,
-  }
-}
-
 function post(path: string, body: unknown, extra: Record<string, string> = {}): Promise<Response> {
-  return fetch(`${gw.url}${path}`, { method: 'POST', headers: headers(extra), body: JSON.stringify(body) })
+  return fetch(`${gw.url}${path}`, { method: 'POST', headers: dataPlaneHeaders(key, mock.url, extra), body: JSON.stringify(body) })
 }
 
 /** One SSE event block of the wire text: its `event:` name (or null) and joined `data`. */
