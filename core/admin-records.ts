@@ -321,4 +321,159 @@ export interface WorkspaceDependants {
   readonly apiKeys: number
   readonly virtualKeys: number
   readonly configs: number
+  /** Prompt templates (partials not counted: they go with the workspace). */
+  readonly prompts: number
+}
+
+// ---------------------------------------------------------------------------------------------
+// Prompt templates (API.md §3, §5; reference/admin-api.md §13)
+
+/** `active` or `archived` (archived resources are kept, hidden from defaults). */
+export type PromptStatus = 'active' | 'archived'
+
+/**
+ * A folder of prompts in a workspace. Every workspace has one default collection (`isDefault`),
+ * made on first use, which prompts created without `collection_id` go to.
+ */
+export interface CollectionRecord {
+  readonly id: string
+  /** Unique in the organisation (`<name>-<6 hex>`). */
+  readonly slug: string
+  readonly organisationId: string
+  readonly workspaceId: string
+  readonly name: string
+  readonly parentCollectionId: string | null
+  readonly isDefault: boolean
+  readonly status: PromptStatus
+  readonly createdAt: string
+  readonly lastUpdatedAt: string
+}
+
+/**
+ * A prompt template: what stays the same across its versions. The content lives in numbered
+ * `PromptVersionRecord`s; `publishedVersion` is the one a call without a suffix runs, and
+ * `latestVersion` the newest.
+ */
+export interface PromptRecord {
+  readonly id: string
+  /** Unique in the organisation (`pp-<name>-<6 hex>`). */
+  readonly slug: string
+  readonly organisationId: string
+  readonly workspaceId: string
+  readonly collectionId: string
+  readonly name: string
+  readonly status: PromptStatus
+  /** Version number a call without a suffix runs (1 until another is published). */
+  readonly publishedVersion: number
+  /** Highest version number (versions are 1, 2, 3, ... and never reused). */
+  readonly latestVersion: number
+  readonly createdAt: string
+  readonly lastUpdatedAt: string
+}
+
+/** One immutable version of a prompt's content; only its label can change. */
+export interface PromptVersionRecord {
+  readonly id: string
+  readonly promptId: string
+  readonly organisationId: string
+  readonly workspaceId: string
+  /** 1, 2, 3, ... per prompt. */
+  readonly version: number
+  /** The template (`string`): a JSON array of chat messages, or plain text for a completion template. */
+  readonly template: string
+  /** Saved hyperparameters (`temperature`, `max_tokens`, ...), sent with the rendered request. */
+  readonly parameters: Readonly<Record<string, unknown>>
+  readonly model: string | null
+  /** Slug of the virtual key the prompt runs with. */
+  readonly virtualKey: string | null
+  readonly functions: readonly unknown[] | null
+  readonly tools: readonly unknown[] | null
+  readonly toolChoice: unknown
+  readonly description: string | null
+  readonly templateMetadata: Readonly<Record<string, unknown>> | null
+  /** Rendered as text without treating it as chat messages. */
+  readonly isRawTemplate: boolean
+  /** The label this version carries; a label marks at most one version of a prompt. */
+  readonly labelId: string | null
+  readonly status: PromptStatus
+  readonly createdAt: string
+}
+
+/**
+ * A version label (`production`, `staging`, `development` are built in to every organisation,
+ * `isUniversal` with no workspace; custom ones belong to a workspace). Names follow the reference's
+ * rule: not `latest`, `default` or all digits, no `@` or white space.
+ */
+export interface LabelRecord {
+  readonly id: string
+  readonly organisationId: string
+  /** `null` for the built-in (universal) labels. */
+  readonly workspaceId: string | null
+  /** Unique per workspace, and no custom label takes a built-in name. */
+  readonly name: string
+  readonly description: string | null
+  readonly colorCode: string | null
+  readonly isUniversal: boolean
+  readonly status: PromptStatus
+  readonly createdAt: string
+  readonly lastUpdatedAt: string
+}
+
+/** A reusable template piece, used as `{{>name}}`; versioned and published like a prompt. */
+export interface PartialRecord {
+  readonly id: string
+  /** Unique in the organisation. */
+  readonly slug: string
+  readonly organisationId: string
+  readonly workspaceId: string
+  readonly collectionId: string | null
+  /** What templates call it by (`{{>name}}`); unique per workspace. */
+  readonly name: string
+  readonly status: PromptStatus
+  readonly publishedVersion: number
+  readonly latestVersion: number
+  readonly createdAt: string
+  readonly lastUpdatedAt: string
+}
+
+export interface PartialVersionRecord {
+  readonly id: string
+  readonly partialId: string
+  readonly organisationId: string
+  readonly workspaceId: string
+  readonly version: number
+  readonly template: string
+  readonly description: string | null
+  readonly status: PromptStatus
+  readonly createdAt: string
+}
+
+/** Which version of a prompt or partial: a number, the newest, the published one, or (prompts) a label's. */
+export type VersionSelector =
+  | { readonly kind: 'published' }
+  | { readonly kind: 'latest' }
+  | { readonly kind: 'number'; readonly version: number }
+  | { readonly kind: 'label'; readonly labelId: string }
+
+export interface PromptFilter {
+  readonly workspaceId?: string
+  readonly collectionId?: string
+  /** Case-insensitive substring of the name or slug. */
+  readonly search?: string
+}
+
+export interface CollectionFilter {
+  readonly workspaceId?: string
+  readonly search?: string
+}
+
+export interface LabelFilter {
+  /** Labels of this workspace plus the built-in ones. */
+  readonly workspaceId?: string
+  readonly search?: string
+}
+
+export interface PartialFilter {
+  readonly workspaceId?: string
+  readonly collectionId?: string
 }

@@ -7,7 +7,9 @@
  * Channels in use. `apiKeys` messages are a key hash; `organisations` messages are an
  * organisation id (its JWT settings changed); `workspaces` messages are a workspace UUID (renamed,
  * limits changed or deleted); `virtualKeys` messages are a virtual key UUID; `budgetResets`
- * messages are `<kind>:<id>:<resetAt ms>` (a manual `reset_usage`). On every channel the message `*`
+ * messages are `<kind>:<id>:<resetAt ms>` (a manual `reset_usage`); `prompts` messages are a workspace
+ * UUID (a prompt, partial, label or collection of it changed: compiled templates of the workspace are
+ * dropped). On every channel the message `*`
  * means "drop everything cached" (sent e.g. after a notifier reconnects, when messages may have been
  * missed).
  */
@@ -17,4 +19,5 @@ export const CHANGE_CHANNELS = {
   workspaces: 'workspaces',
   virtualKeys: 'virtual-keys',
   budgetResets: 'budget-resets',
+  prompts: 'prompts',
 } as const

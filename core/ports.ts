@@ -11,6 +11,17 @@ import type {
   AuditEntry,
   AuditFilter,
   BootstrapSeed,
+  CollectionFilter,
+  CollectionRecord,
+  LabelFilter,
+  LabelRecord,
+  PartialFilter,
+  PartialRecord,
+  PartialVersionRecord,
+  PromptFilter,
+  PromptRecord,
+  PromptVersionRecord,
+  VersionSelector,
   InviteFilter,
   InviteRecord,
   InviteState,
@@ -77,6 +88,40 @@ export interface AdminWriter {
   updateVirtualKey(key: VirtualKeyRecord, expectedLastUpdatedAt: string): Promise<boolean>
   /** Returns the deleted virtual key, or `null` when there was none. */
   deleteVirtualKey(organisationId: string, virtualKeyId: string): Promise<VirtualKeyRecord | null>
+
+  /** A slug already used in the organisation is a conflict on `slug`; a second default collection of a workspace on `is_default`. */
+  insertCollection(collection: CollectionRecord): Promise<void>
+  updateCollection(collection: CollectionRecord, expectedLastUpdatedAt: string): Promise<boolean>
+  /** Deletes an empty collection (no prompts, partials or child collections: else a conflict on `collection_id`); returns whether one was deleted. */
+  deleteCollection(organisationId: string, collectionId: string): Promise<boolean>
+
+  /** Inserts a prompt with its first version (version 1). A slug already used in the organisation is a conflict on `slug`. */
+  insertPrompt(prompt: PromptRecord, first: PromptVersionRecord): Promise<void>
+  /** Updates the prompt record (name, collection, published and latest version numbers, status). */
+  updatePrompt(prompt: PromptRecord, expectedLastUpdatedAt: string): Promise<boolean>
+  /** A version number already used by the prompt is a conflict on `version`. */
+  insertPromptVersion(version: PromptVersionRecord): Promise<void>
+  /**
+   * Puts `labelId` on one version of a prompt (`null` removes it), taking it off any other version
+   * of the same prompt first, so a label marks at most one version per prompt. Returns whether the
+   * version exists.
+   */
+  setPromptVersionLabel(promptId: string, versionId: string, labelId: string | null): Promise<boolean>
+  /** Deletes the prompt and all its versions; returns whether one was deleted. */
+  deletePrompt(organisationId: string, promptId: string): Promise<boolean>
+
+  /** A name already used in the workspace (or a built-in name) is a conflict on `name`. */
+  insertLabel(label: LabelRecord): Promise<void>
+  updateLabel(label: LabelRecord, expectedLastUpdatedAt: string): Promise<boolean>
+  /** Deletes the label and takes it off every version that carried it; returns whether one was deleted. */
+  deleteLabel(organisationId: string, labelId: string): Promise<boolean>
+
+  /** Inserts a partial with its version 1. A slug used in the organisation, or a name used in the workspace, is a conflict. */
+  insertPartial(partial: PartialRecord, first: PartialVersionRecord): Promise<void>
+  updatePartial(partial: PartialRecord, expectedLastUpdatedAt: string): Promise<boolean>
+  insertPartialVersion(version: PartialVersionRecord): Promise<void>
+  /** Deletes the partial and its versions; returns whether one was deleted. */
+  deletePartial(organisationId: string, partialId: string): Promise<boolean>
 }
 
 /**
@@ -141,6 +186,46 @@ export interface AdminStore extends Service {
   listVirtualKeys(organisationId: string, filter: VirtualKeyFilter, page: PageRequest): Promise<Paged<VirtualKeyRecord>>
   /** Any one sealed secret of any organisation, or `null` when none is stored (boot checks the master key with it). */
   sampleSealedSecret(): Promise<string | null>
+
+  /** Finds a collection of the organisation by UUID or slug (an id match wins). */
+  findCollection(organisationId: string, idOrSlug: string): Promise<CollectionRecord | null>
+  /** The workspace's default collection, or `null` before its first use. */
+  findDefaultCollection(workspaceId: string): Promise<CollectionRecord | null>
+  /** Ordered by `createdAt`, then id. */
+  listCollections(organisationId: string, filter: CollectionFilter, page: PageRequest): Promise<Paged<CollectionRecord>>
+
+  /** Finds a prompt of the organisation by UUID or slug (an id match wins). */
+  findPrompt(organisationId: string, idOrSlug: string): Promise<PromptRecord | null>
+  /** Ordered by `createdAt`, then id. */
+  listPrompts(organisationId: string, filter: PromptFilter, page: PageRequest): Promise<Paged<PromptRecord>>
+  /**
+   * The version `selector` names: `published` and `latest` read the prompt's own numbers, `label`
+   * the version carrying that label. `null` when there is none.
+   */
+  findPromptVersion(promptId: string, selector: VersionSelector): Promise<PromptVersionRecord | null>
+  findPromptVersionById(promptId: string, versionId: string): Promise<PromptVersionRecord | null>
+  /** Every version of a prompt, newest first. */
+  listPromptVersions(promptId: string): Promise<readonly PromptVersionRecord[]>
+
+  /** Finds a label by UUID: a built-in one, or one of the organisation's workspaces. */
+  findLabel(organisationId: string, labelId: string): Promise<LabelRecord | null>
+  /** The label called `name` that a prompt of `workspaceId` can carry: the workspace's own, else a built-in one. */
+  findLabelByName(organisationId: string, workspaceId: string, name: string): Promise<LabelRecord | null>
+  /** Built-in labels first, then by `createdAt`, then id. */
+  listLabels(organisationId: string, filter: LabelFilter, page: PageRequest): Promise<Paged<LabelRecord>>
+  /** Creates the organisation's built-in labels (`production`, `staging`, `development`) when missing; idempotent. */
+  ensureBuiltInLabels(organisationId: string, now: string): Promise<void>
+
+  /** Finds a partial of the organisation by UUID or slug (an id match wins). */
+  findPartial(organisationId: string, idOrSlug: string): Promise<PartialRecord | null>
+  /** The partial a template of `workspaceId` calls `{{>name}}`. */
+  findPartialByName(workspaceId: string, name: string): Promise<PartialRecord | null>
+  /** Ordered by `createdAt`, then id. */
+  listPartials(organisationId: string, filter: PartialFilter, page: PageRequest): Promise<Paged<PartialRecord>>
+  /** The version `selector` names (`label` never matches: partials carry no labels). */
+  findPartialVersion(partialId: string, selector: VersionSelector): Promise<PartialVersionRecord | null>
+  /** Every version of a partial, newest first. */
+  listPartialVersions(partialId: string): Promise<readonly PartialVersionRecord[]>
 }
 export const AdminStore = portToken<AdminStore>('AdminStore')
 
