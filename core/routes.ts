@@ -27,9 +27,12 @@ export type BodyMode = 'json' | 'json-optional' | 'raw' | 'none'
 
 /** What an audited (state-changing) Admin API route does, for its audit entry. */
 export interface AuditAction {
-  /** `workspace`, `workspace_user`, `user`, `invite`, `api_key`, `organisation`, `virtual_key`, `feedback`, `log_export`. */
+  /**
+   * `workspace`, `workspace_user`, `user`, `invite`, `api_key`, `organisation`, `virtual_key`, `feedback`, `log_export`,
+   * `prompt`, `prompt_version`, `prompt_partial`, `label`, `collection`.
+   */
   readonly resourceType: string
-  /** `create`, `update`, `delete`, `rotate`, `resend`, `accept`, `start`, `cancel`. */
+  /** `create`, `update`, `delete`, `rotate`, `resend`, `accept`, `start`, `cancel`, `publish`. */
   readonly action: string
   /** The path parameter naming the resource acted on, if any. */
   readonly resourceParam: string | null
@@ -265,6 +268,37 @@ export const ADMIN_ROUTES = [
   adminRoute('virtual-keys.delete', 'DELETE', '/v1/virtual-keys/:virtualKeyId', ['virtual_keys.delete'], { body: 'json-optional', audit: 'virtual_key.delete:virtualKeyId' }),
 
   adminRoute('audit-logs.list', 'GET', '/v1/audit-logs', ['audit_logs.list'], ADMIN_ONLY),
+
+  // Prompt templates (API.md §5). Partials first: `/v1/prompts/partials…` would otherwise be read as
+  // a prompt called `partials`. `/v1/prompts/:promptId/completions` and `/render` are data-plane
+  // routes: no admin pattern here has `completions` or `render` as its last segment, so none shadows them.
+  adminRoute('prompts.partials.create', 'POST', '/v1/prompts/partials', ['prompts.create'], { audit: 'prompt_partial.create' }),
+  adminRoute('prompts.partials.list', 'GET', '/v1/prompts/partials', ['prompts.list']),
+  adminRoute('prompts.partials.get', 'GET', '/v1/prompts/partials/:partialId', ['prompts.read']),
+  adminRoute('prompts.partials.update', 'PUT', '/v1/prompts/partials/:partialId', ['prompts.update'], { audit: 'prompt_partial.update:partialId' }),
+  adminRoute('prompts.partials.delete', 'DELETE', '/v1/prompts/partials/:partialId', ['prompts.delete'], { body: 'json-optional', audit: 'prompt_partial.delete:partialId' }),
+  adminRoute('prompts.partials.versions.list', 'GET', '/v1/prompts/partials/:partialId/versions', ['prompts.read']),
+  adminRoute('prompts.partials.publish', 'PUT', '/v1/prompts/partials/:partialId/makeDefault', ['prompts.publish'], { audit: 'prompt_partial.publish:partialId' }),
+  adminRoute('prompts.create', 'POST', '/v1/prompts', ['prompts.create'], { audit: 'prompt.create' }),
+  adminRoute('prompts.list', 'GET', '/v1/prompts', ['prompts.list']),
+  adminRoute('prompts.get', 'GET', '/v1/prompts/:promptId', ['prompts.read']),
+  adminRoute('prompts.update', 'PUT', '/v1/prompts/:promptId', ['prompts.update'], { audit: 'prompt.update:promptId' }),
+  adminRoute('prompts.delete', 'DELETE', '/v1/prompts/:promptId', ['prompts.delete'], { body: 'json-optional', audit: 'prompt.delete:promptId' }),
+  adminRoute('prompts.versions.list', 'GET', '/v1/prompts/:promptId/versions', ['prompts.read']),
+  adminRoute('prompts.versions.get', 'GET', '/v1/prompts/:promptId/versions/:versionId', ['prompts.read']),
+  adminRoute('prompts.versions.update', 'PUT', '/v1/prompts/:promptId/versions/:versionId', ['prompts.update'], { audit: 'prompt_version.update:versionId' }),
+  adminRoute('prompts.publish', 'PUT', '/v1/prompts/:promptId/makeDefault', ['prompts.publish'], { audit: 'prompt.publish:promptId' }),
+  // Labels and collections have no scopes of their own in the reference: `prompts.*` admits them.
+  adminRoute('labels.create', 'POST', '/v1/labels', ['prompts.create'], { audit: 'label.create' }),
+  adminRoute('labels.list', 'GET', '/v1/labels', ['prompts.list']),
+  adminRoute('labels.get', 'GET', '/v1/labels/:labelId', ['prompts.read']),
+  adminRoute('labels.update', 'PUT', '/v1/labels/:labelId', ['prompts.update'], { audit: 'label.update:labelId' }),
+  adminRoute('labels.delete', 'DELETE', '/v1/labels/:labelId', ['prompts.delete'], { body: 'json-optional', audit: 'label.delete:labelId' }),
+  adminRoute('collections.create', 'POST', '/v1/collections', ['prompts.create'], { audit: 'collection.create' }),
+  adminRoute('collections.list', 'GET', '/v1/collections', ['prompts.list']),
+  adminRoute('collections.get', 'GET', '/v1/collections/:collectionId', ['prompts.read']),
+  adminRoute('collections.update', 'PUT', '/v1/collections/:collectionId', ['prompts.update'], { audit: 'collection.update:collectionId' }),
+  adminRoute('collections.delete', 'DELETE', '/v1/collections/:collectionId', ['prompts.delete'], { body: 'json-optional', audit: 'collection.delete:collectionId' }),
 
   ...GRAPH_NAMES.map((name) => adminRoute(`analytics.graphs.${name}`, 'GET', `/v1/analytics/graphs/${name}`, ANALYTICS)),
   ...GROUP_NAMES.filter((name) => name !== 'metadata').map((name) => adminRoute(`analytics.groups.${name}`, 'GET', `/v1/analytics/groups/${name}`, ANALYTICS)),

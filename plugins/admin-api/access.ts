@@ -17,7 +17,7 @@ import type { ApiKeyType, UserRecord, WorkspaceRecord } from '../../core/admin-r
 import type { Principal } from '../../core/context.js'
 import type { GatewayError } from '../../core/errors.js'
 import { ADMIN_KEY_SCOPES } from '../../core/scopes.js'
-import { notFound, parseQuery, type AdminDeps, type AdminRequest } from './request.js'
+import { noteAction, notFound, parseQuery, type AdminDeps, type AdminRequest } from './request.js'
 import { workspaceIdQuery } from './schemas.js'
 
 /**
@@ -85,6 +85,29 @@ export async function checkNamedWorkspace(request: AdminRequest, fromBody: strin
     if (workspace === null || workspace.id !== resourceWorkspaceId) return notFound(what)
   }
   return null
+}
+
+/**
+ * The workspace of a resource found by its own path (a prompt, partial, label, collection), if the
+ * caller may see it: a workspace key or JWT only in its own workspace, and every `workspace_id`
+ * named (`namedInBody`, the query's) must be the resource's (`checkNamedWorkspace`). Otherwise the
+ * 404 for `what`, the same answer as for a resource that does not exist. Notes the workspace and
+ * resource for the audit entry.
+ */
+export async function resourceWorkspace(
+  request: AdminRequest,
+  resource: { readonly id: string; readonly workspaceId: string },
+  namedInBody: string | undefined,
+  what: string,
+): Promise<WorkspaceRecord | GatewayError> {
+  const { deps, principal, ctx } = request
+  if (principal.workspaceId !== null && resource.workspaceId !== principal.workspaceId) return notFound(what)
+  const workspace = await deps.store.findWorkspace(principal.organisationId, resource.workspaceId)
+  if (workspace === null) return notFound(what)
+  const misnamed = await checkNamedWorkspace(request, namedInBody, workspace.id, what)
+  if (misnamed !== null) return misnamed
+  noteAction(ctx, { workspaceId: workspace.id, resourceId: resource.id })
+  return workspace
 }
 
 /** A user's rank in `workspace` (`RANKS`): their organisation role, else their membership's role. */

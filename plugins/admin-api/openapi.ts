@@ -39,6 +39,10 @@ import { createFeedbackBody, updateFeedbackBody } from './feedback.js'
 import { analyticsGroupQuery, analyticsQuery } from './log-filters.js'
 import { createExportBody, exportFileQuery, listExportsQuery, updateExportBody } from './log-exports.js'
 import { createLogsBody } from './logs.js'
+import { collectionWorkspaceQuery, createCollectionBody, deleteCollectionBody, listCollectionsQuery, updateCollectionBody } from './collections.js'
+import { createLabelBody, deleteLabelBody, labelQuery, listLabelsQuery, updateLabelBody } from './labels.js'
+import { createPartialBody, deletePartialBody, listPartialsQuery, partialWorkspaceQuery, publishPartialBody, updatePartialBody } from './partials.js'
+import { createPromptBody, deletePromptBody, listPromptsQuery, promptWorkspaceQuery, publishBody, updatePromptBody, updatePromptVersionBody } from './prompts.js'
 
 /** What the document says about one route beyond the route table. */
 export interface OperationSchemas {
@@ -47,6 +51,8 @@ export interface OperationSchemas {
   readonly body?: z.ZodType
   /** The schema the handler validates the query string with. */
   readonly query?: z.ZodType
+  /** The success answer is a bare JSON array (prompt and partial lists, as the reference answers), not the list envelope. */
+  readonly bareArray?: true
 }
 
 /**
@@ -105,6 +111,40 @@ export const OPERATION_SCHEMAS: Readonly<Record<string, OperationSchemas>> = {
   },
   'virtual-keys.delete': { summary: 'Delete a virtual key (its next use answers 404)', body: workspaceIdBody, query: virtualKeyWorkspaceQuery },
 
+  'prompts.create': {
+    summary: "Create a prompt template (version 1, published): {id, slug, version_id, object}; without collection_id it goes to the workspace's default collection",
+    body: createPromptBody,
+  },
+  'prompts.list': { summary: 'List prompts (the model of each published version)', query: listPromptsQuery },
+  'prompts.get': { summary: 'Get a prompt (id or slug) with its published version', query: promptWorkspaceQuery },
+  'prompts.update': {
+    summary: 'Update a prompt: version fields make a new version (patch: true copies the omitted ones from the latest); name and collection_id alone make none',
+    body: updatePromptBody,
+    query: promptWorkspaceQuery,
+  },
+  'prompts.delete': { summary: 'Delete a prompt with all its versions', body: deletePromptBody, query: promptWorkspaceQuery },
+  'prompts.versions.list': { summary: "A prompt's versions, newest first (a bare array)", query: promptWorkspaceQuery, bareArray: true },
+  'prompts.versions.get': { summary: 'Get one version (UUID or number) as a prompt object', query: promptWorkspaceQuery },
+  'prompts.versions.update': { summary: "Set or remove a version's label (label_id); versions are otherwise immutable", body: updatePromptVersionBody, query: promptWorkspaceQuery },
+  'prompts.publish': { summary: 'Publish a version: calls without a version suffix run it', body: publishBody, query: promptWorkspaceQuery },
+  'prompts.partials.create': { summary: 'Create a partial (used as {{>name}}; version 1, published)', body: createPartialBody },
+  'prompts.partials.list': { summary: 'List partials (a bare array)', query: listPartialsQuery, bareArray: true },
+  'prompts.partials.get': { summary: 'Get a partial (id or slug) with its published version', query: partialWorkspaceQuery },
+  'prompts.partials.update': { summary: 'Update a partial: a new string makes a new version; name and status change the partial', body: updatePartialBody, query: partialWorkspaceQuery },
+  'prompts.partials.delete': { summary: 'Delete a partial with its versions', body: deletePartialBody, query: partialWorkspaceQuery },
+  'prompts.partials.versions.list': { summary: "A partial's versions, newest first (a bare array)", query: partialWorkspaceQuery, bareArray: true },
+  'prompts.partials.publish': { summary: 'Publish a partial version: prompts render it from now on', body: publishPartialBody, query: partialWorkspaceQuery },
+  'labels.create': { summary: 'Create a label of a workspace (not latest, default or all digits; no @ or white space)', body: createLabelBody },
+  'labels.list': { summary: 'List labels: the built-in ones (production, staging, development) and the workspace’s own', query: listLabelsQuery },
+  'labels.get': { summary: 'Get a label', query: labelQuery },
+  'labels.update': { summary: 'Update a label (built-in labels cannot be changed: 403)', body: updateLabelBody, query: labelQuery },
+  'labels.delete': { summary: 'Delete a label; versions that carried it lose it (built-in labels cannot be deleted: 403)', body: deleteLabelBody, query: labelQuery },
+  'collections.create': { summary: 'Create a collection of prompts (optionally in a parent collection)', body: createCollectionBody },
+  'collections.list': { summary: 'List collections with their child collection and prompt counts', query: listCollectionsQuery },
+  'collections.get': { summary: 'Get a collection with its child collections', query: collectionWorkspaceQuery },
+  'collections.update': { summary: 'Rename a collection', body: updateCollectionBody, query: collectionWorkspaceQuery },
+  'collections.delete': { summary: 'Delete an empty collection (409 while it holds prompts, partials or collections)', body: deleteCollectionBody, query: collectionWorkspaceQuery },
+
   'audit-logs.list': { summary: 'List audit log entries (state-changing Admin API requests, refused ones included)', query: listAuditLogsQuery },
 
   ...Object.fromEntries(
@@ -145,6 +185,11 @@ const PARAMETER_DESCRIPTIONS: Readonly<Record<string, string>> = {
   feedbackId: 'Feedback UUID',
   logId: 'Request id (UUID) or trace id',
   exportId: 'Export UUID',
+  promptId: 'Prompt slug or UUID',
+  versionId: 'Prompt version UUID, or its number',
+  partialId: 'Partial slug or UUID',
+  labelId: 'Label UUID',
+  collectionId: 'Collection slug or UUID',
 }
 
 /** Error responses: status → the catalogue's admin code and what it means here. */
@@ -217,6 +262,9 @@ function errorStatuses(route: RouteSpec): string[] {
 }
 
 function successResponse(route: RouteSpec): Json {
+  if (OPERATION_SCHEMAS[route.id]?.bareArray === true) {
+    return { description: 'The results (a bare array)', content: { 'application/json': { schema: { type: 'array', items: { type: 'object' } } } } }
+  }
   const list = route.id.endsWith('.list')
   return {
     description: list ? 'One page of results' : route.method === 'DELETE' ? 'Done (an empty object)' : 'The resource',
@@ -267,7 +315,8 @@ export function buildOpenApiDocument(routes: readonly RouteSpec[] = ADMIN_ROUTES
       title: 'Gateway Admin API',
       version: '1',
       description:
-        'Control plane of the gateway: organisation, workspaces and members, users and invites, API keys, virtual keys, audit logs, ' +
+        'Control plane of the gateway: organisation, workspaces and members, users and invites, API keys, virtual keys, ' +
+        'prompt templates (versions, partials, labels, collections), audit logs, ' +
         'analytics, feedback, custom logs and log exports. ' +
         'Send the key in `x-gateway-api-key` (or `Authorization: Bearer`). Lists are `{object: "list", total, data}` paged with ' +
         '`current_page` (0-based) and `page_size` (users and invites: `currentPage`/`pageSize`).',

@@ -3,7 +3,8 @@
  * Phases: onForward (priority 110). Reads `ctx.principal`, `ctx.route`, `ctx.params`, `ctx.query`,
  * `ctx.body`; writes `ctx.adminAction` (what the audit plugin needs).
  * I/O: the admin store (every change is stored with its audit entry in one transaction); publishes
- * change notifications so caches on every instance drop changed keys, workspaces and settings.
+ * change notifications so caches on every instance drop changed keys, workspaces, settings and
+ * prompt templates.
  * Analytics, feedback, custom logs and exports use the log ports (`LogServices`: analytics reads,
  * the log sink, the export store); with the `log` plugin disabled they are absent and those
  * routes answer 503 `GW_LOGS_DISABLED`. Export jobs run in the background on this instance and
@@ -21,12 +22,16 @@ import { ADMIN_ROUTES } from '../../core/routes.js'
 import { analyticsHandlers } from './analytics.js'
 import { apiKeyHandlers } from './api-keys.js'
 import { auditLogHandlers } from './audit-logs.js'
+import { collectionHandlers } from './collections.js'
 import { feedbackHandlers } from './feedback.js'
 import { inviteHandlers, publicInviteHandlers } from './invites.js'
+import { labelHandlers } from './labels.js'
 import { ExportJobs, exportHandlers, publicExportHandlers } from './log-exports.js'
 import { logHandlers } from './logs.js'
 import { publicOpenApiHandlers } from './openapi.js'
 import { organisationHandlers } from './organisation.js'
+import { partialHandlers } from './partials.js'
+import { promptHandlers } from './prompts.js'
 import type { AdminDeps, Handler, PublicHandler } from './request.js'
 import { userHandlers } from './users.js'
 import { virtualKeyHandlers } from './virtual-keys.js'
@@ -49,6 +54,10 @@ export class AdminApiPlugin implements GatewayPlugin {
         ...inviteHandlers,
         ...apiKeyHandlers,
         ...virtualKeyHandlers,
+        ...promptHandlers,
+        ...partialHandlers,
+        ...labelHandlers,
+        ...collectionHandlers,
         ...auditLogHandlers,
         ...analyticsHandlers,
         ...feedbackHandlers,
