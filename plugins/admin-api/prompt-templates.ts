@@ -57,6 +57,9 @@ export function checkPartialTemplate(text: string): TemplateCheck {
 
 /** The Mustache syntax error in `text`, or `null`. */
 export function mustacheProblem(text: string): string | null {
+  // No tag, no syntax to get wrong: a native scan spares the parser, which makes one token per
+  // character of text before merging them (about 1 s and 100 MB for 1 MiB).
+  if (text.indexOf(TAGS[0]) === -1) return null
   try {
     // A fresh writer per check: the library's default one caches every template it parsed, forever.
     new Mustache.Writer().parse(text, TAGS)
