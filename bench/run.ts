@@ -403,7 +403,7 @@ const startGateway = async (mockOrigin: string, kind: GatewayKind, clickHouseUrl
   const overlay = kind === 'forward'
     ? {
         plugins: Object.fromEntries(
-          ['auth', 'scope-check', 'virtual-key', 'rate-limit', 'budget', 'admin-api', 'log', 'audit'].map((name) => [name, { enabled: false }])
+          ['auth', 'scope-check', 'prompt-render', 'virtual-key', 'rate-limit', 'budget', 'admin-api', 'log', 'audit'].map((name) => [name, { enabled: false }])
         )
       }
     : kind === 'full-nolog' ? { plugins: { log: { enabled: false } } } : {}

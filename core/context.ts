@@ -63,6 +63,30 @@ export interface UpstreamTarget {
   readonly authQuery: string
 }
 
+/**
+ * A prompt template run (`POST /v1/prompts/{id}/completions` or `/render`, API.md §3), resolved
+ * from the path before the body is read. The prompt-render plugin writes it and owns the object
+ * (it may carry more than these fields); the others read only what is declared here.
+ */
+export interface PromptRun {
+  /** The prompt's slug (the request log's `prompt_slug`). */
+  readonly slug: string
+  /** The version rendered (the request log's `prompt_version`). */
+  readonly version: number
+  /**
+   * Slug of the template's virtual key: the virtual-key plugin resolves it in place of
+   * `x-gateway-virtual-key` (which prompt-render refuses next to a prompt). `null` on `/render`,
+   * which calls no provider.
+   */
+  readonly virtualKey: string | null
+  /**
+   * The route the rendered request is forwarded as: `chat.completions` for a chat template,
+   * `completions` for a completion template (forward takes its upstream path, provider support
+   * and usage extraction from it); on `/render` the render route itself (nothing is forwarded).
+   */
+  readonly route: RouteSpec
+}
+
 /** Token usage reported by the provider. */
 export interface Usage {
   readonly promptTokens: number
@@ -160,9 +184,9 @@ export class RequestContext {
   /** Aborted when the client disconnects; pass it to every upstream call. written by: core */
   readonly signal: ClientAbort
 
-  /** Request body bytes (null for routes without a body). written by: core */
+  /** Request body bytes (null for routes without a body). written by: core; prompt-render (the rendered request, on prompt routes) */
   rawBody: Buffer | null = null
-  /** Parsed JSON body for `json` routes. written by: core */
+  /** Parsed JSON body for `json` routes. written by: core; prompt-render (the rendered request, on prompt routes) */
   body: JsonObject | null = null
   /**
    * `x-gateway-metadata`, checked (a JSON object of at most 64 string values, see
@@ -222,6 +246,12 @@ export class RequestContext {
   rateLimitClaim: RateLimitClaim | null = null
   /** The budget reserved before forwarding, settled with the real cost after. written by: budget */
   budgetHold: BudgetHold | null = null
+  /**
+   * The prompt template this request runs (prompt routes only; `null` elsewhere). Written in
+   * onRequest; in onAccess the same plugin replaces `body`/`rawBody` with the rendered request, so
+   * the limits and forward see what goes upstream. written by: prompt-render
+   */
+  prompt: PromptRun | null = null
 
   constructor(init: {
     requestId: string

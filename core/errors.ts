@@ -55,7 +55,7 @@ function defineError(
   return Object.freeze({ code, status, type, adminCode, message })
 }
 
-/** The catalogue. Keys equal their `code`; areas: REQ, AUTH, SCOPE, VIRTUAL_KEY, ADMIN, LOGS, RATE_LIMIT, BUDGET, UPSTREAM, UNAVAILABLE, INTERNAL. */
+/** The catalogue. Keys equal their `code`; areas: REQ, AUTH, SCOPE, VIRTUAL_KEY, PROMPT, ADMIN, LOGS, RATE_LIMIT, BUDGET, UPSTREAM, UNAVAILABLE, INTERNAL. */
 export const ERRORS = {
   // Request shape
   GW_REQ_MALFORMED_JSON: defineError('GW_REQ_MALFORMED_JSON', 400, 'invalid_request_error', 'AB01', 'The request body is not valid JSON'),
@@ -83,6 +83,12 @@ export const ERRORS = {
   GW_VIRTUAL_KEY_NOT_FOUND: defineError('GW_VIRTUAL_KEY_NOT_FOUND', 404, 'not_found_error', 'AB08', 'Virtual key not found'),
   GW_VIRTUAL_KEY_EXPIRED: defineError('GW_VIRTUAL_KEY_EXPIRED', 401, 'authentication_error', 'AB05', 'The virtual key has expired'),
   GW_VIRTUAL_KEY_UNAVAILABLE: defineError('GW_VIRTUAL_KEY_UNAVAILABLE', 503, 'service_unavailable_error', 'AB04', 'Virtual keys are temporarily unavailable'),
+  // Prompt templates (POST /v1/prompts/{id}/completions and /render)
+  GW_PROMPT_NOT_FOUND: defineError('GW_PROMPT_NOT_FOUND', 404, 'not_found_error', 'AB08', 'Invalid prompt id'),
+  GW_PROMPT_VARIABLE_MISSING: defineError('GW_PROMPT_VARIABLE_MISSING', 400, 'invalid_request_error', 'AB01', 'A variable the prompt template uses is missing'),
+  GW_PROMPT_PARTIAL_NOT_FOUND: defineError('GW_PROMPT_PARTIAL_NOT_FOUND', 400, 'invalid_request_error', 'AB01', 'A partial the prompt template uses does not exist'),
+  GW_PROMPT_TEMPLATE_INVALID: defineError('GW_PROMPT_TEMPLATE_INVALID', 400, 'invalid_request_error', 'AB01', 'The prompt template cannot be rendered'),
+  GW_PROMPT_UNAVAILABLE: defineError('GW_PROMPT_UNAVAILABLE', 503, 'service_unavailable_error', 'AB04', 'Prompt templates are temporarily unavailable'),
   // Admin API
   GW_ADMIN_VALIDATION: defineError('GW_ADMIN_VALIDATION', 400, 'invalid_request_error', 'AB01', 'Validation failed'),
   GW_ADMIN_NOT_FOUND: defineError('GW_ADMIN_NOT_FOUND', 404, 'not_found_error', 'AB08', 'Resource not found'),

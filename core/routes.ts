@@ -3,7 +3,8 @@
  * and which scopes admit it. Matching is precompiled: data-plane routes are one Map lookup;
  * Admin API routes are a short list of segment patterns tried only on non-inference paths.
  *
- * The plane rule (API.md §2): first-class inference routes are always data plane. Any other `/v1`
+ * The plane rule (API.md §2): first-class inference routes and `POST /v1/prompts/{id}/completions`
+ * and `/render` are always data plane. Any other `/v1`
  * path is pass-through when the request selects a provider; otherwise it is matched against the
  * Admin API, and a path that names no admin route is still handed to the pass-through group so that
  * authentication runs first and the terminal plugin reports "missing provider selection".
@@ -103,6 +104,58 @@ export const INFERENCE_ROUTES: readonly RouteSpec[] = [
   dataRoute('images.generations', 'POST', '/v1/images/generations', 'json', 'json', COMPLETIONS),
   dataRoute('models.list', 'GET', '/v1/models', 'none', 'json', ['virtual_keys.list', 'completions.write']),
 ]
+
+function promptRoute(id: string, action: 'completions' | 'render', scopes: readonly string[]): RouteSpec {
+  return Object.freeze({
+    id,
+    group: 'inference',
+    method: 'POST',
+    pattern: `/v1/prompts/:promptId/${action}`,
+    body: 'json',
+    bodyLimit: 'json',
+    scopes,
+    adminKeyOnly: false,
+    public: false,
+    audit: null,
+    // Decided per request by the prompt-render plugin (`ctx.prompt.route`): a chat template goes to
+    // `/chat/completions`, a completion template to `/completions`.
+    upstreamPath: null,
+    format: 'openai',
+  })
+}
+
+/**
+ * Prompt routes (API.md §3): data plane whatever headers the request carries, in the inference
+ * group, served by the prompt-render plugin. `completions` renders the template and sends it on as
+ * a chat/completions (or completions) request; `render` answers the rendered request body.
+ */
+export const PROMPT_ROUTES = Object.freeze({
+  completions: promptRoute('prompts.completions', 'completions', COMPLETIONS),
+  render: promptRoute('prompts.render', 'render', ['prompts.render']),
+})
+
+const PROMPTS_PREFIX = '/v1/prompts/'
+
+/**
+ * `POST /v1/prompts/{promptId}/completions` or `/render`, with the id decoded; `null` for any other
+ * path (other methods on these paths fall through to the Admin API / pass-through rules). One
+ * native prefix check for every path that is not a first-class route.
+ */
+function promptRouteMatch(method: string, path: string): RouteMatch | null {
+  if (method !== 'POST' || !path.startsWith(PROMPTS_PREFIX)) return null
+  const slash = path.indexOf('/', PROMPTS_PREFIX.length)
+  if (slash <= PROMPTS_PREFIX.length) return null
+  const action = path.slice(slash + 1)
+  const route = action === 'completions' ? PROMPT_ROUTES.completions : action === 'render' ? PROMPT_ROUTES.render : null
+  if (route === null) return null
+  let promptId: string
+  try {
+    promptId = decodeURIComponent(path.slice(PROMPTS_PREFIX.length, slash))
+  } catch {
+    return null
+  }
+  return { route, params: { promptId } }
+}
 
 /** Pass-through: any other `/v1` path, one spec per format and method (the path is the request's own). */
 const PASSTHROUGH_ROUTES: Readonly<Record<ApiFormat, Readonly<Record<HttpMethod, RouteMatch>>>> = Object.freeze({
@@ -444,6 +497,8 @@ export class RouteTable {
     if (path !== '/v1' && !path.startsWith('/v1/')) return { kind: 'not-found' }
     if (hasDotSegment(path)) return { kind: 'bad-path' }
     if (!isHttpMethod(method)) return { kind: 'method-not-allowed' }
+    const prompt = promptRouteMatch(method, path)
+    if (prompt !== null) return { kind: 'route', match: prompt }
     if (!selectsProvider) {
       const segments = segmentsOf(path)
       let pathKnown = false

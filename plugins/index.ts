@@ -9,6 +9,7 @@ import { auth } from './auth/index.js'
 import { budget } from './budget/index.js'
 import { forward } from './forward/index.js'
 import { log } from './log/index.js'
+import { promptRender } from './prompt-render/index.js'
 import { rateLimit } from './rate-limit/index.js'
 import { scopeCheck } from './scope-check/index.js'
 import { virtualKey } from './virtual-key/index.js'
@@ -17,6 +18,7 @@ export const PLUGIN_CATALOGUE: readonly PluginDefinition[] = [
   auth,
   scopeCheck,
   virtualKey,
+  promptRender,
   forward,
   log,
   rateLimit,

@@ -2,8 +2,11 @@
  * forward: the terminal plugin of the inference and pass-through groups.
  * Phases: onForward (priority 100), onLog (fills `ctx.usage`; as the terminal plugin's, it runs
  * before every other onLog, so rate-limit, budget and log read the final usage).
- * Reads `ctx.principal`, `ctx.gatewayCredential`, `ctx.credential`, `ctx.route`, headers,
- * `ctx.rawBody`/`ctx.body`; writes `ctx.target`, `ctx.model`, `ctx.streaming`, `ctx.usage`.
+ * Reads `ctx.principal`, `ctx.gatewayCredential`, `ctx.credential`, `ctx.route`, `ctx.prompt`,
+ * headers, `ctx.rawBody`/`ctx.body`; writes `ctx.target`, `ctx.model`, `ctx.streaming`, `ctx.usage`.
+ * A prompt request (`ctx.prompt`, written by prompt-render with the rendered body) is sent as the
+ * route its template renders to (`/chat/completions` or `/completions`), with that route's usage
+ * extraction; a prompt route that reaches forward without it (prompt-render off) → 404.
  * I/O: one upstream request through the UpstreamClient (pooled, aborted when the client leaves).
  * Provider selection: the credential a virtual key resolved to (`ctx.credential`: provider, key,
  * custom host; the client's `Authorization` and `x-gateway-provider` are then ignored and
@@ -26,6 +29,7 @@ import type { RequestContext, UpstreamTarget } from '../../core/context.js'
 import { ERRORS, gatewayError, GatewayError } from '../../core/errors.js'
 import type { GatewayPlugin, Reply } from '../../core/plugin.js'
 import type { CustomHostCheck, ProviderRegistry, ProviderSpec, UpstreamClient, UpstreamResponse } from '../../core/ports.js'
+import type { RouteSpec } from '../../core/routes.js'
 import type { ForwardConfig } from './config.js'
 import { normaliseProviderError } from './provider-error.js'
 import { extractUsage } from './usage.js'
@@ -49,6 +53,11 @@ const NOT_FORWARDED = new Set([
 const NOT_RETURNED = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length', 'date', 'trailer', 'upgrade'])
 
 const USAGE_ROUTES = new Set(['chat.completions', 'completions', 'embeddings'])
+
+const PROMPTS_OFF = gatewayError(
+  ERRORS.GW_REQ_ROUTE_NOT_FOUND,
+  'Prompt templates are not enabled on this gateway (the prompt-render plugin is off): render the prompt yourself and call /v1/chat/completions',
+)
 
 interface ProviderOrigin {
   readonly origin: string
@@ -76,8 +85,12 @@ export class ForwardPlugin implements GatewayPlugin {
   }
 
   async onForward(ctx: RequestContext): Promise<Reply | GatewayError> {
+    // A prompt goes out as the first-class route its template renders to (written by prompt-render).
+    const route = ctx.prompt === null ? ctx.route : ctx.prompt.route
+    // Only a prompt route has no upstream path of its own: prompt-render did not run.
+    if (route.upstreamPath === null && route.group === 'inference') return PROMPTS_OFF
     // Awaited only while a custom host's first check is pending: every await costs the request path an allocation.
-    const resolved = this.#resolveTarget(ctx)
+    const resolved = this.#resolveTarget(ctx, route)
     const target = resolved instanceof Promise ? await resolved : resolved
     if (target instanceof GatewayError) return target
     ctx.target = target
@@ -89,7 +102,6 @@ export class ForwardPlugin implements GatewayPlugin {
     const requestTimeoutMs = this.#requestTimeout(ctx)
     if (requestTimeoutMs instanceof GatewayError) return requestTimeoutMs
 
-    const route = ctx.route
     const relative = route.upstreamPath ?? ctx.path.slice(3)
     let path = target.basePath + relative
     const query = target.authQuery.length === 0 ? ctx.query : ctx.query.length === 0 ? target.authQuery : `${ctx.query}&${target.authQuery}`
@@ -115,11 +127,11 @@ export class ForwardPlugin implements GatewayPlugin {
   }
 
   onLog(ctx: RequestContext): void {
-    if (ctx.responseTail === null || ctx.status < 200 || ctx.status >= 300 || !USAGE_ROUTES.has(ctx.route.id)) return
+    if (ctx.responseTail === null || ctx.status < 200 || ctx.status >= 300 || !USAGE_ROUTES.has((ctx.prompt === null ? ctx.route : ctx.prompt.route).id)) return
     ctx.usage = extractUsage(ctx.responseTail)
   }
 
-  #resolveTarget(ctx: RequestContext): UpstreamTarget | GatewayError | Promise<UpstreamTarget | GatewayError> {
+  #resolveTarget(ctx: RequestContext, route: RouteSpec): UpstreamTarget | GatewayError | Promise<UpstreamTarget | GatewayError> {
     const headers = ctx.headers
     const stored = ctx.credential
     if (headers['x-gateway-config'] !== undefined) {
@@ -127,6 +139,9 @@ export class ForwardPlugin implements GatewayPlugin {
     }
     const slug = stored === null ? headers['x-gateway-provider'] : stored.provider
     if (slug === undefined || slug.length === 0) {
+      if (ctx.prompt !== null) {
+        return gatewayError(ERRORS.GW_REQ_PROVIDER_MISSING, "The prompt's virtual key was not resolved: the virtual-key plugin is off on this gateway")
+      }
       if (headers['x-gateway-virtual-key'] !== undefined) {
         // The virtual-key plugin resolves the header before forward runs; it is switched off.
         return gatewayError(ERRORS.GW_REQ_PROVIDER_MISSING, 'Virtual keys are not enabled on this gateway (the virtual-key plugin is off): send x-gateway-provider')
@@ -138,8 +153,8 @@ export class ForwardPlugin implements GatewayPlugin {
       const param = stored === null ? 'x-gateway-provider' : 'x-gateway-virtual-key'
       return gatewayError(ERRORS.GW_REQ_PROVIDER_UNKNOWN, `Unknown provider "${slug.slice(0, 64)}"`, { param })
     }
-    if (ctx.route.group === 'inference' && spec.unsupportedRoutes?.includes(ctx.route.id)) {
-      return gatewayError(ERRORS.GW_REQ_ROUTE_UNSUPPORTED, `Provider "${slug}" does not support ${ctx.route.pattern}`)
+    if (route.group === 'inference' && spec.unsupportedRoutes?.includes(route.id)) {
+      return gatewayError(ERRORS.GW_REQ_ROUTE_UNSUPPORTED, `Provider "${slug}" does not support ${route.pattern}`)
     }
 
     // A stored credential goes only to its own custom host, never the client's (the virtual-key

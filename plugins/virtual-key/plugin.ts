@@ -2,7 +2,8 @@
  * virtual-key: resolves `x-gateway-virtual-key: <slug>` to the provider credential stored under it.
  * Phases: onRequest (priority 800: after auth and scope-check, before rate-limit and budget);
  * start (subscriptions, master key check).
- * Reads `ctx.principal`, `ctx.headers`; writes `ctx.credential` (provider, decrypted key, custom
+ * Reads `ctx.principal`, `ctx.headers`, `ctx.prompt` (a prompt template's virtual key, written by
+ * prompt-render at priority 850, is resolved in place of the header); writes `ctx.credential` (provider, decrypted key, custom
  * host, model config: forward uses it instead of the provider headers) and `ctx.virtualKey` (the
  * key's rate and usage limits).
  * I/O: admin store lookups by slug (or UUID) within the caller's organisation, through an
@@ -103,7 +104,8 @@ export class VirtualKeyPlugin implements GatewayPlugin {
   }
 
   onRequest(ctx: RequestContext): GatewayError | undefined | Promise<GatewayError | undefined> {
-    const slug = ctx.headers['x-gateway-virtual-key']
+    // A prompt's virtual key (prompt-render refuses x-gateway-virtual-key next to a prompt).
+    const slug = ctx.prompt?.virtualKey ?? ctx.headers['x-gateway-virtual-key']
     if (slug === undefined) return undefined
     if (ctx.headers['x-gateway-custom-host'] !== undefined) return CUSTOM_HOST_WITH_VIRTUAL_KEY
     const principal = ctx.principal
