@@ -419,6 +419,12 @@ export interface LabelRecord {
   readonly lastUpdatedAt: string
 }
 
+/**
+ * The names of the built-in labels every organisation has (`ensureBuiltInLabels`); a custom label
+ * may not take one of them (the store refuses it as a conflict on `name`).
+ */
+export const BUILT_IN_LABEL_NAMES: readonly string[] = ['production', 'staging', 'development']
+
 /** A reusable template piece, used as `{{>name}}`; versioned and published like a prompt. */
 export interface PartialRecord {
   readonly id: string
@@ -464,12 +470,14 @@ export interface PromptFilter {
 
 export interface CollectionFilter {
   readonly workspaceId?: string
+  /** Case-insensitive substring of the name or slug. */
   readonly search?: string
 }
 
 export interface LabelFilter {
   /** Labels of this workspace plus the built-in ones. */
   readonly workspaceId?: string
+  /** Case-insensitive substring of the name. */
   readonly search?: string
 }
 

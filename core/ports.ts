@@ -89,17 +89,17 @@ export interface AdminWriter {
   /** Returns the deleted virtual key, or `null` when there was none. */
   deleteVirtualKey(organisationId: string, virtualKeyId: string): Promise<VirtualKeyRecord | null>
 
-  /** A slug already used in the organisation is a conflict on `slug`; a second default collection of a workspace on `is_default`. */
+  /** A slug already used in the organisation is a conflict on `slug`; a second default collection of a workspace on `isDefault`. */
   insertCollection(collection: CollectionRecord): Promise<void>
   updateCollection(collection: CollectionRecord, expectedLastUpdatedAt: string): Promise<boolean>
-  /** Deletes an empty collection (no prompts, partials or child collections: else a conflict on `collection_id`); returns whether one was deleted. */
+  /** Deletes an empty collection (no prompts, partials or child collections: else a conflict on `collectionId`); returns whether one was deleted. */
   deleteCollection(organisationId: string, collectionId: string): Promise<boolean>
 
   /** Inserts a prompt with its first version (version 1). A slug already used in the organisation is a conflict on `slug`. */
   insertPrompt(prompt: PromptRecord, first: PromptVersionRecord): Promise<void>
   /** Updates the prompt record (name, collection, published and latest version numbers, status). */
   updatePrompt(prompt: PromptRecord, expectedLastUpdatedAt: string): Promise<boolean>
-  /** A version number already used by the prompt is a conflict on `version`. */
+  /** A version number already used by the prompt is a conflict on `version`; a label another version of the prompt carries, on `labelId`. */
   insertPromptVersion(version: PromptVersionRecord): Promise<void>
   /**
    * Puts `labelId` on one version of a prompt (`null` removes it), taking it off any other version
@@ -110,7 +110,10 @@ export interface AdminWriter {
   /** Deletes the prompt and all its versions; returns whether one was deleted. */
   deletePrompt(organisationId: string, promptId: string): Promise<boolean>
 
-  /** A name already used in the workspace (or a built-in name) is a conflict on `name`. */
+  /**
+   * A name already used in the workspace (built-in labels: in the organisation), or a custom label
+   * taking a built-in name (`BUILT_IN_LABEL_NAMES`), is a conflict on `name`.
+   */
   insertLabel(label: LabelRecord): Promise<void>
   updateLabel(label: LabelRecord, expectedLastUpdatedAt: string): Promise<boolean>
   /** Deletes the label and takes it off every version that carried it; returns whether one was deleted. */
@@ -119,6 +122,7 @@ export interface AdminWriter {
   /** Inserts a partial with its version 1. A slug used in the organisation, or a name used in the workspace, is a conflict. */
   insertPartial(partial: PartialRecord, first: PartialVersionRecord): Promise<void>
   updatePartial(partial: PartialRecord, expectedLastUpdatedAt: string): Promise<boolean>
+  /** A version number already used by the partial is a conflict on `version`. */
   insertPartialVersion(version: PartialVersionRecord): Promise<void>
   /** Deletes the partial and its versions; returns whether one was deleted. */
   deletePartial(organisationId: string, partialId: string): Promise<boolean>

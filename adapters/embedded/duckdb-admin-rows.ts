@@ -12,11 +12,18 @@ import type {
   ApiKeyStatus,
   ApiKeyType,
   AuditEntry,
+  CollectionRecord,
   InviteRecord,
   InviteState,
   JwtSettings,
+  LabelRecord,
   OrganisationRecord,
   OrganisationRole,
+  PartialRecord,
+  PartialVersionRecord,
+  PromptRecord,
+  PromptStatus,
+  PromptVersionRecord,
   RateLimitRule,
   RequestDefaults,
   UsageLimitRule,
@@ -55,6 +62,19 @@ function json(value: unknown): string {
 
 function optionalJson(value: unknown): string | null {
   return value === null ? null : JSON.stringify(value)
+}
+
+/** JSON text of any value; `null` (and a missing value) is SQL `NULL`. */
+function optionalJsonValue(value: unknown): string | null {
+  return value === null || value === undefined ? null : JSON.stringify(value)
+}
+
+/** A version number or count: a safe integer, else the caller's mistake, named by `field`. */
+function integer(value: number, field: string): number {
+  if (!Number.isSafeInteger(value)) {
+    throw gatewayError(ERRORS.GW_ADMIN_VALIDATION, `${field} is not an integer`, { param: field })
+  }
+  return value
 }
 
 function jwtSettingsText(jwt: JwtSettings | null): string | null {
@@ -179,6 +199,122 @@ export function virtualKeyRow(key: VirtualKeyRecord): AdminRow {
   }
 }
 
+export function collectionRow(collection: CollectionRecord): AdminRow {
+  return {
+    id: collection.id,
+    slug: collection.slug,
+    organisation_id: collection.organisationId,
+    workspace_id: collection.workspaceId,
+    name: collection.name,
+    parent_collection_id: collection.parentCollectionId,
+    is_default: collection.isDefault,
+    // The key that allows one default collection per workspace (see duckdb-schema.ts).
+    default_workspace_id: collection.isDefault ? collection.workspaceId : null,
+    status: collection.status,
+    created_at: timestamp(collection.createdAt, 'createdAt'),
+    last_updated_at: timestamp(collection.lastUpdatedAt, 'lastUpdatedAt'),
+  }
+}
+
+export function promptRow(prompt: PromptRecord): AdminRow {
+  return {
+    id: prompt.id,
+    slug: prompt.slug,
+    organisation_id: prompt.organisationId,
+    workspace_id: prompt.workspaceId,
+    collection_id: prompt.collectionId,
+    name: prompt.name,
+    status: prompt.status,
+    published_version: integer(prompt.publishedVersion, 'publishedVersion'),
+    latest_version: integer(prompt.latestVersion, 'latestVersion'),
+    created_at: timestamp(prompt.createdAt, 'createdAt'),
+    last_updated_at: timestamp(prompt.lastUpdatedAt, 'lastUpdatedAt'),
+  }
+}
+
+/** The single-column key of a version number of a prompt or partial (see duckdb-schema.ts). */
+export function versionKey(ownerId: string, version: number): string {
+  return JSON.stringify([ownerId, version])
+}
+
+/** The single-column key of a label on a version of a prompt, or `NULL` without one (see duckdb-schema.ts). */
+export function labelKey(promptId: string, labelId: string | null): string | null {
+  return labelId === null ? null : JSON.stringify([promptId, labelId])
+}
+
+export function promptVersionRow(version: PromptVersionRecord): AdminRow {
+  return {
+    id: version.id,
+    prompt_id: version.promptId,
+    organisation_id: version.organisationId,
+    workspace_id: version.workspaceId,
+    version: integer(version.version, 'version'),
+    version_key: versionKey(version.promptId, version.version),
+    template: version.template,
+    parameters: json(version.parameters),
+    model: version.model,
+    virtual_key: version.virtualKey,
+    functions: optionalJson(version.functions),
+    tools: optionalJson(version.tools),
+    tool_choice: optionalJsonValue(version.toolChoice),
+    description: version.description,
+    template_metadata: optionalJson(version.templateMetadata),
+    is_raw_template: version.isRawTemplate,
+    label_id: version.labelId,
+    label_key: labelKey(version.promptId, version.labelId),
+    status: version.status,
+    created_at: timestamp(version.createdAt, 'createdAt'),
+  }
+}
+
+export function labelRow(label: LabelRecord): AdminRow {
+  return {
+    id: label.id,
+    organisation_id: label.organisationId,
+    workspace_id: label.workspaceId,
+    // The key that makes names unique per workspace, and built-in names per organisation (see duckdb-schema.ts).
+    scope: label.isUniversal ? '' : (label.workspaceId ?? ''),
+    name: label.name,
+    description: label.description,
+    color_code: label.colorCode,
+    is_universal: label.isUniversal,
+    status: label.status,
+    created_at: timestamp(label.createdAt, 'createdAt'),
+    last_updated_at: timestamp(label.lastUpdatedAt, 'lastUpdatedAt'),
+  }
+}
+
+export function partialRow(partial: PartialRecord): AdminRow {
+  return {
+    id: partial.id,
+    slug: partial.slug,
+    organisation_id: partial.organisationId,
+    workspace_id: partial.workspaceId,
+    collection_id: partial.collectionId,
+    name: partial.name,
+    status: partial.status,
+    published_version: integer(partial.publishedVersion, 'publishedVersion'),
+    latest_version: integer(partial.latestVersion, 'latestVersion'),
+    created_at: timestamp(partial.createdAt, 'createdAt'),
+    last_updated_at: timestamp(partial.lastUpdatedAt, 'lastUpdatedAt'),
+  }
+}
+
+export function partialVersionRow(version: PartialVersionRecord): AdminRow {
+  return {
+    id: version.id,
+    partial_id: version.partialId,
+    organisation_id: version.organisationId,
+    workspace_id: version.workspaceId,
+    version: integer(version.version, 'version'),
+    version_key: versionKey(version.partialId, version.version),
+    template: version.template,
+    description: version.description,
+    status: version.status,
+    created_at: timestamp(version.createdAt, 'createdAt'),
+  }
+}
+
 export function auditRow(entry: AuditEntry): AdminRow {
   if (!Number.isInteger(entry.responseStatusCode)) {
     throw gatewayError(ERRORS.GW_ADMIN_VALIDATION, 'responseStatusCode is not an integer', { param: 'responseStatusCode' })
@@ -230,6 +366,31 @@ export const COLUMNS = {
   virtual_keys: [
     'id', 'slug', 'organisation_id', 'workspace_id', 'name', 'note', 'provider', 'sealed_keys', 'masked_key', 'custom_host',
     'sealed_model_config', 'rate_limits', 'usage_limits', 'status', 'expires_at', 'created_at', 'last_updated_at',
+  ],
+  collections: [
+    'id', 'slug', 'organisation_id', 'workspace_id', 'name', 'parent_collection_id', 'is_default', 'default_workspace_id',
+    'status', 'created_at', 'last_updated_at',
+  ],
+  prompts: [
+    'id', 'slug', 'organisation_id', 'workspace_id', 'collection_id', 'name', 'status', 'published_version', 'latest_version',
+    'created_at', 'last_updated_at',
+  ],
+  prompt_versions: [
+    'id', 'prompt_id', 'organisation_id', 'workspace_id', 'version', 'version_key', 'template', 'parameters', 'model',
+    'virtual_key', 'functions', 'tools', 'tool_choice', 'description', 'template_metadata', 'is_raw_template', 'label_id',
+    'label_key', 'status', 'created_at',
+  ],
+  labels: [
+    'id', 'organisation_id', 'workspace_id', 'scope', 'name', 'description', 'color_code', 'is_universal', 'status',
+    'created_at', 'last_updated_at',
+  ],
+  partials: [
+    'id', 'slug', 'organisation_id', 'workspace_id', 'collection_id', 'name', 'status', 'published_version', 'latest_version',
+    'created_at', 'last_updated_at',
+  ],
+  partial_versions: [
+    'id', 'partial_id', 'organisation_id', 'workspace_id', 'version', 'version_key', 'template', 'description', 'status',
+    'created_at',
   ],
   audit_log: [
     'id', 'timestamp', 'organisation_id', 'workspace_id', 'user_id', 'user_type', 'method', 'uri', 'request_id',
@@ -295,6 +456,12 @@ class RowReader {
     throw broken(column, 'an integer')
   }
 
+  boolean(column: string): boolean {
+    const value = this.#value(column)
+    if (typeof value !== 'boolean') throw broken(column, 'a boolean')
+    return value
+  }
+
   textList(column: string): string[] {
     const value = this.#value(column)
     if (!Array.isArray(value)) throw broken(column, 'a list')
@@ -311,6 +478,24 @@ class RowReader {
     const value: unknown = JSON.parse(this.text(column))
     if (!Array.isArray(value)) throw broken(column, 'a JSON array')
     return value as T[]
+  }
+
+  /** JSON text holding an array, or `NULL`. */
+  optionalJsonList<T>(column: string): T[] | null {
+    return this.optionalText(column) === null ? null : this.jsonList<T>(column)
+  }
+
+  /** JSON text holding an object. */
+  jsonObject<T>(column: string): T {
+    const value = this.optionalJsonObject<T>(column)
+    if (value === null) throw broken(column, 'a JSON object')
+    return value
+  }
+
+  /** JSON text holding any value; `NULL` reads as `null`. */
+  optionalJsonValue(column: string): unknown {
+    const source = this.optionalText(column)
+    return source === null ? null : (JSON.parse(source) as unknown)
   }
 
   /** JSON text holding an object, or `NULL`. */
@@ -484,5 +669,110 @@ export function toAuditEntry(row: SqlRow, prefix = ''): AuditEntry {
     action: read.text('action'),
     resourceId: read.optionalText('resource_id'),
     clientIp: read.optionalText('client_ip'),
+  }
+}
+
+export function toCollection(row: SqlRow, prefix = ''): CollectionRecord {
+  const read = new RowReader(row, prefix)
+  return {
+    id: read.text('id'),
+    slug: read.text('slug'),
+    organisationId: read.text('organisation_id'),
+    workspaceId: read.text('workspace_id'),
+    name: read.text('name'),
+    parentCollectionId: read.optionalText('parent_collection_id'),
+    isDefault: read.boolean('is_default'),
+    status: read.text('status') as PromptStatus,
+    createdAt: read.iso('created_at'),
+    lastUpdatedAt: read.iso('last_updated_at'),
+  }
+}
+
+export function toPrompt(row: SqlRow, prefix = ''): PromptRecord {
+  const read = new RowReader(row, prefix)
+  return {
+    id: read.text('id'),
+    slug: read.text('slug'),
+    organisationId: read.text('organisation_id'),
+    workspaceId: read.text('workspace_id'),
+    collectionId: read.text('collection_id'),
+    name: read.text('name'),
+    status: read.text('status') as PromptStatus,
+    publishedVersion: read.integer('published_version'),
+    latestVersion: read.integer('latest_version'),
+    createdAt: read.iso('created_at'),
+    lastUpdatedAt: read.iso('last_updated_at'),
+  }
+}
+
+export function toPromptVersion(row: SqlRow, prefix = ''): PromptVersionRecord {
+  const read = new RowReader(row, prefix)
+  return {
+    id: read.text('id'),
+    promptId: read.text('prompt_id'),
+    organisationId: read.text('organisation_id'),
+    workspaceId: read.text('workspace_id'),
+    version: read.integer('version'),
+    template: read.text('template'),
+    parameters: read.jsonObject<Record<string, unknown>>('parameters'),
+    model: read.optionalText('model'),
+    virtualKey: read.optionalText('virtual_key'),
+    functions: read.optionalJsonList<unknown>('functions'),
+    tools: read.optionalJsonList<unknown>('tools'),
+    toolChoice: read.optionalJsonValue('tool_choice'),
+    description: read.optionalText('description'),
+    templateMetadata: read.optionalJsonObject<Record<string, unknown>>('template_metadata'),
+    isRawTemplate: read.boolean('is_raw_template'),
+    labelId: read.optionalText('label_id'),
+    status: read.text('status') as PromptStatus,
+    createdAt: read.iso('created_at'),
+  }
+}
+
+export function toLabel(row: SqlRow, prefix = ''): LabelRecord {
+  const read = new RowReader(row, prefix)
+  return {
+    id: read.text('id'),
+    organisationId: read.text('organisation_id'),
+    workspaceId: read.optionalText('workspace_id'),
+    name: read.text('name'),
+    description: read.optionalText('description'),
+    colorCode: read.optionalText('color_code'),
+    isUniversal: read.boolean('is_universal'),
+    status: read.text('status') as PromptStatus,
+    createdAt: read.iso('created_at'),
+    lastUpdatedAt: read.iso('last_updated_at'),
+  }
+}
+
+export function toPartial(row: SqlRow, prefix = ''): PartialRecord {
+  const read = new RowReader(row, prefix)
+  return {
+    id: read.text('id'),
+    slug: read.text('slug'),
+    organisationId: read.text('organisation_id'),
+    workspaceId: read.text('workspace_id'),
+    collectionId: read.optionalText('collection_id'),
+    name: read.text('name'),
+    status: read.text('status') as PromptStatus,
+    publishedVersion: read.integer('published_version'),
+    latestVersion: read.integer('latest_version'),
+    createdAt: read.iso('created_at'),
+    lastUpdatedAt: read.iso('last_updated_at'),
+  }
+}
+
+export function toPartialVersion(row: SqlRow, prefix = ''): PartialVersionRecord {
+  const read = new RowReader(row, prefix)
+  return {
+    id: read.text('id'),
+    partialId: read.text('partial_id'),
+    organisationId: read.text('organisation_id'),
+    workspaceId: read.text('workspace_id'),
+    version: read.integer('version'),
+    template: read.text('template'),
+    description: read.optionalText('description'),
+    status: read.text('status') as PromptStatus,
+    createdAt: read.iso('created_at'),
   }
 }

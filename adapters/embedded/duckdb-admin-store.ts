@@ -17,27 +17,40 @@
  * precision, `Z`). Uniqueness violations reject with `GW_ADMIN_CONFLICT`; anything else (file
  * unreadable, database closed) rejects with the driver error, so callers fail closed.
  */
-import type {
-  ApiKeyFilter,
-  ApiKeyRecord,
-  AuditEntry,
-  AuditFilter,
-  BootstrapSeed,
-  InviteFilter,
-  InviteRecord,
-  MemberFilter,
-  OrganisationRecord,
-  Paged,
-  PageRequest,
-  UserFilter,
-  UserRecord,
-  VirtualKeyFilter,
-  VirtualKeyRecord,
-  WorkspaceDependants,
-  WorkspaceFilter,
-  WorkspaceMemberRecord,
-  WorkspaceMemberWithUser,
-  WorkspaceRecord,
+import { randomUUID } from 'node:crypto'
+import {
+  BUILT_IN_LABEL_NAMES,
+  type ApiKeyFilter,
+  type ApiKeyRecord,
+  type AuditEntry,
+  type AuditFilter,
+  type BootstrapSeed,
+  type CollectionFilter,
+  type CollectionRecord,
+  type InviteFilter,
+  type InviteRecord,
+  type LabelFilter,
+  type LabelRecord,
+  type MemberFilter,
+  type OrganisationRecord,
+  type Paged,
+  type PageRequest,
+  type PartialFilter,
+  type PartialRecord,
+  type PartialVersionRecord,
+  type PromptFilter,
+  type PromptRecord,
+  type PromptVersionRecord,
+  type UserFilter,
+  type UserRecord,
+  type VersionSelector,
+  type VirtualKeyFilter,
+  type VirtualKeyRecord,
+  type WorkspaceDependants,
+  type WorkspaceFilter,
+  type WorkspaceMemberRecord,
+  type WorkspaceMemberWithUser,
+  type WorkspaceRecord,
 } from '../../core/admin-records.js'
 import { ERRORS, gatewayError } from '../../core/errors.js'
 import type { AdminStore, AdminWriter } from '../../core/ports.js'
@@ -45,19 +58,28 @@ import type { HealthStatus } from '../../core/service.js'
 import {
   apiKeyRow,
   auditRow,
+  labelKey,
+  labelRow,
   memberRow,
   organisationRow,
   selectList,
   timestamp,
   toApiKey,
   toAuditEntry,
+  toCollection,
   toInvite,
+  toLabel,
   toMember,
   toOrganisation,
+  toPartial,
+  toPartialVersion,
+  toPrompt,
+  toPromptVersion,
   toUser,
   toVirtualKey,
   toWorkspace,
   userRow,
+  versionKey,
   workspaceRow,
 } from './duckdb-admin-rows.js'
 import { createAdminTables } from './duckdb-admin-migrations.js'
@@ -99,6 +121,19 @@ const INVITE_COLUMNS = selectList('invites')
 const API_KEY_COLUMNS = selectList('api_keys')
 const VIRTUAL_KEY_COLUMNS = selectList('virtual_keys')
 const AUDIT_COLUMNS = selectList('audit_log')
+const COLLECTION_COLUMNS = selectList('collections')
+const PROMPT_COLUMNS = selectList('prompts')
+const PROMPT_VERSION_COLUMNS = selectList('prompt_versions')
+const LABEL_COLUMNS = selectList('labels')
+const PARTIAL_COLUMNS = selectList('partials')
+const PARTIAL_VERSION_COLUMNS = selectList('partial_versions')
+
+/** Case-insensitive substring of the name or slug (`search` of the prompt and collection filters). */
+function searchCondition(query: Query, search: string, columns: readonly string[]): string {
+  const needle = query.param(search.toLowerCase())
+  return `(${columns.map((column) => `contains(lower(${column}), ${needle})`).join(' OR ')})`
+}
+
 /** A membership row joined with its user; user columns carry the `u_` prefix. */
 const MEMBER_WITH_USER = `SELECT ${selectList('workspace_members', 'm')}, ${selectList('users', 'u', 'u_')}
   FROM workspace_members m JOIN users u ON u.id = m.user_id AND u.organisation_id = m.organisation_id`
@@ -293,15 +328,21 @@ export class DuckDbAdminStore implements AdminStore {
   }
 
   async workspaceDependants(organisationId: string, workspaceId: string): Promise<WorkspaceDependants> {
-    // One statement, so both counts come from the same snapshot.
+    // One statement, so the counts come from the same snapshot.
     const rows = await this.#reads().query(
       `SELECT
          (SELECT count(*) FROM api_keys WHERE organisation_id = $1 AND workspace_id = $2) AS api_keys,
-         (SELECT count(*) FROM virtual_keys WHERE organisation_id = $1 AND workspace_id = $2) AS virtual_keys`,
+         (SELECT count(*) FROM virtual_keys WHERE organisation_id = $1 AND workspace_id = $2) AS virtual_keys,
+         (SELECT count(*) FROM prompts WHERE organisation_id = $1 AND workspace_id = $2) AS prompts`,
       [organisationId, workspaceId],
     )
     // Configs are counted once a later issue adds their table.
-    return { apiKeys: Number(rows[0]?.api_keys ?? 0), virtualKeys: Number(rows[0]?.virtual_keys ?? 0), configs: 0 }
+    return {
+      apiKeys: Number(rows[0]?.api_keys ?? 0),
+      virtualKeys: Number(rows[0]?.virtual_keys ?? 0),
+      configs: 0,
+      prompts: Number(rows[0]?.prompts ?? 0),
+    }
   }
 
   // -------------------------------------------------------------------------------------------
@@ -426,6 +467,202 @@ export class DuckDbAdminStore implements AdminStore {
   }
 
   // -------------------------------------------------------------------------------------------
+  // Collections
+
+  async findCollection(organisationId: string, idOrSlug: string): Promise<CollectionRecord | null> {
+    return this.#findByIdOrSlug('collections', COLLECTION_COLUMNS, organisationId, idOrSlug, toCollection)
+  }
+
+  async findDefaultCollection(workspaceId: string): Promise<CollectionRecord | null> {
+    const rows = await this.#reads().query(`SELECT ${COLLECTION_COLUMNS} FROM collections WHERE default_workspace_id = $1`, [workspaceId])
+    return first(rows, (row) => toCollection(row))
+  }
+
+  async listCollections(organisationId: string, filter: CollectionFilter, page: PageRequest): Promise<Paged<CollectionRecord>> {
+    const query = new Query()
+    query.where(`organisation_id = ${query.param(organisationId)}`)
+    if (filter.workspaceId !== undefined) query.where(`workspace_id = ${query.param(filter.workspaceId)}`)
+    if (filter.search !== undefined) query.where(searchCondition(query, filter.search, ['name', 'slug']))
+    return this.#page(query, `SELECT ${COLLECTION_COLUMNS} FROM collections`, 'created_at, id', page, (row) => toCollection(row))
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Prompts
+
+  async findPrompt(organisationId: string, idOrSlug: string): Promise<PromptRecord | null> {
+    return this.#findByIdOrSlug('prompts', PROMPT_COLUMNS, organisationId, idOrSlug, toPrompt)
+  }
+
+  async listPrompts(organisationId: string, filter: PromptFilter, page: PageRequest): Promise<Paged<PromptRecord>> {
+    const query = new Query()
+    query.where(`organisation_id = ${query.param(organisationId)}`)
+    if (filter.workspaceId !== undefined) query.where(`workspace_id = ${query.param(filter.workspaceId)}`)
+    if (filter.collectionId !== undefined) query.where(`collection_id = ${query.param(filter.collectionId)}`)
+    if (filter.search !== undefined) query.where(searchCondition(query, filter.search, ['name', 'slug']))
+    return this.#page(query, `SELECT ${PROMPT_COLUMNS} FROM prompts`, 'created_at, id', page, (row) => toPrompt(row))
+  }
+
+  async findPromptVersion(promptId: string, selector: VersionSelector): Promise<PromptVersionRecord | null> {
+    // Every look-up goes through a single-column key (see duckdb-schema.ts), so DuckDB reads it by index.
+    if (selector.kind === 'label') {
+      const rows = await this.#reads().query(`SELECT ${PROMPT_VERSION_COLUMNS} FROM prompt_versions WHERE label_key = $1`, [
+        labelKey(promptId, selector.labelId),
+      ])
+      return first(rows, (row) => toPromptVersion(row))
+    }
+    const number = await this.#versionNumber('prompts', promptId, selector)
+    if (number === null) return null
+    const rows = await this.#reads().query(`SELECT ${PROMPT_VERSION_COLUMNS} FROM prompt_versions WHERE version_key = $1`, [
+      versionKey(promptId, number),
+    ])
+    return first(rows, (row) => toPromptVersion(row))
+  }
+
+  async findPromptVersionById(promptId: string, versionId: string): Promise<PromptVersionRecord | null> {
+    const rows = await this.#reads().query(`SELECT ${PROMPT_VERSION_COLUMNS} FROM prompt_versions WHERE id = $2 AND prompt_id = $1`, [
+      promptId,
+      versionId,
+    ])
+    return first(rows, (row) => toPromptVersion(row))
+  }
+
+  async listPromptVersions(promptId: string): Promise<readonly PromptVersionRecord[]> {
+    const rows = await this.#reads().query(
+      `SELECT ${PROMPT_VERSION_COLUMNS} FROM prompt_versions WHERE prompt_id = $1 ORDER BY version DESC`,
+      [promptId],
+    )
+    return rows.map((row) => toPromptVersion(row))
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Labels
+
+  async findLabel(organisationId: string, labelId: string): Promise<LabelRecord | null> {
+    const rows = await this.#reads().query(`SELECT ${LABEL_COLUMNS} FROM labels WHERE organisation_id = $1 AND id = $2`, [organisationId, labelId])
+    return first(rows, (row) => toLabel(row))
+  }
+
+  async findLabelByName(organisationId: string, workspaceId: string, name: string): Promise<LabelRecord | null> {
+    // Both candidates through the (organisation_id, scope, name) key; the workspace's own wins.
+    const rows = await this.#reads().query(
+      `SELECT ${LABEL_COLUMNS} FROM labels
+       WHERE organisation_id = $1 AND name = $3 AND (scope = $2 OR scope = '')
+       ORDER BY is_universal
+       LIMIT 1`,
+      [organisationId, workspaceId, name],
+    )
+    return first(rows, (row) => toLabel(row))
+  }
+
+  async listLabels(organisationId: string, filter: LabelFilter, page: PageRequest): Promise<Paged<LabelRecord>> {
+    const query = new Query()
+    query.where(`organisation_id = ${query.param(organisationId)}`)
+    if (filter.workspaceId !== undefined) query.where(`(workspace_id = ${query.param(filter.workspaceId)} OR is_universal)`)
+    if (filter.search !== undefined) query.where(searchCondition(query, filter.search, ['name']))
+    return this.#page(query, `SELECT ${LABEL_COLUMNS} FROM labels`, 'is_universal DESC, created_at, id', page, (row) => toLabel(row))
+  }
+
+  async ensureBuiltInLabels(organisationId: string, now: string): Promise<void> {
+    const at = timestamp(now, 'now')
+    // On the write session: concurrent calls queue, so each sees what the one before it created.
+    await this.#writes().transaction(async (tx) => {
+      const existing = await tx.query("SELECT name FROM labels WHERE organisation_id = $1 AND scope = ''", [organisationId])
+      const present = new Set(existing.map((row) => row.name))
+      for (const name of BUILT_IN_LABEL_NAMES) {
+        if (present.has(name)) continue
+        const label: LabelRecord = {
+          id: randomUUID(),
+          organisationId,
+          workspaceId: null,
+          name,
+          description: null,
+          colorCode: null,
+          isUniversal: true,
+          status: 'active',
+          createdAt: at.toISOString(),
+          lastUpdatedAt: at.toISOString(),
+        }
+        await insertRow(tx, 'labels', labelRow(label))
+      }
+    })
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Partials
+
+  async findPartial(organisationId: string, idOrSlug: string): Promise<PartialRecord | null> {
+    return this.#findByIdOrSlug('partials', PARTIAL_COLUMNS, organisationId, idOrSlug, toPartial)
+  }
+
+  async findPartialByName(workspaceId: string, name: string): Promise<PartialRecord | null> {
+    const rows = await this.#reads().query(`SELECT ${PARTIAL_COLUMNS} FROM partials WHERE workspace_id = $1 AND name = $2`, [workspaceId, name])
+    return first(rows, (row) => toPartial(row))
+  }
+
+  async listPartials(organisationId: string, filter: PartialFilter, page: PageRequest): Promise<Paged<PartialRecord>> {
+    const query = new Query()
+    query.where(`organisation_id = ${query.param(organisationId)}`)
+    if (filter.workspaceId !== undefined) query.where(`workspace_id = ${query.param(filter.workspaceId)}`)
+    if (filter.collectionId !== undefined) query.where(`collection_id = ${query.param(filter.collectionId)}`)
+    return this.#page(query, `SELECT ${PARTIAL_COLUMNS} FROM partials`, 'created_at, id', page, (row) => toPartial(row))
+  }
+
+  async findPartialVersion(partialId: string, selector: VersionSelector): Promise<PartialVersionRecord | null> {
+    const number = await this.#versionNumber('partials', partialId, selector)
+    if (number === null) return null
+    const rows = await this.#reads().query(`SELECT ${PARTIAL_VERSION_COLUMNS} FROM partial_versions WHERE version_key = $1`, [
+      versionKey(partialId, number),
+    ])
+    return first(rows, (row) => toPartialVersion(row))
+  }
+
+  async listPartialVersions(partialId: string): Promise<readonly PartialVersionRecord[]> {
+    const rows = await this.#reads().query(
+      `SELECT ${PARTIAL_VERSION_COLUMNS} FROM partial_versions WHERE partial_id = $1 ORDER BY version DESC`,
+      [partialId],
+    )
+    return rows.map((row) => toPartialVersion(row))
+  }
+
+  // -------------------------------------------------------------------------------------------
+
+  /**
+   * The version number `selector` names: its own, or the owner's published or latest one (read by
+   * primary key); `null` when there is none, and for a label (partials carry none).
+   */
+  async #versionNumber(owners: 'prompts' | 'partials', ownerId: string, selector: VersionSelector): Promise<number | null> {
+    switch (selector.kind) {
+      case 'number':
+        return Number.isSafeInteger(selector.version) ? selector.version : null
+      case 'label':
+        return null
+      case 'published':
+      case 'latest': {
+        const column = selector.kind === 'published' ? 'published_version' : 'latest_version'
+        const rows = await this.#reads().query(`SELECT ${column} AS version FROM ${owners} WHERE id = $1`, [ownerId])
+        const version = rows[0]?.version
+        return typeof version === 'number' ? version : null
+      }
+    }
+  }
+
+  /** A record of the organisation by UUID or slug; an id match wins should a slug equal another record's id. */
+  async #findByIdOrSlug<T>(
+    table: 'collections' | 'prompts' | 'partials',
+    columns: string,
+    organisationId: string,
+    idOrSlug: string,
+    map: (row: SqlRow) => T,
+  ): Promise<T | null> {
+    const rows = await this.#reads().query(
+      `SELECT ${columns} FROM ${table}
+       WHERE organisation_id = $1 AND (id = $2 OR slug = $2)
+       ORDER BY (id = $2) DESC
+       LIMIT 1`,
+      [organisationId, idOrSlug],
+    )
+    return first(rows, (row) => map(row))
+  }
 
   /**
    * One page of `select` filtered by `query`, and the count across pages, read in one transaction

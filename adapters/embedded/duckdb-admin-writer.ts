@@ -12,25 +12,40 @@
  * inserted earlier in the same transaction all work; older DuckDB versions raised spurious
  * constraint errors for some of these ("over-eager" unique checks).
  */
-import type {
-  ApiKeyRecord,
-  InviteRecord,
-  InviteState,
-  OrganisationRecord,
-  UserRecord,
-  VirtualKeyRecord,
-  WorkspaceMemberRecord,
-  WorkspaceRecord,
+import {
+  BUILT_IN_LABEL_NAMES,
+  type ApiKeyRecord,
+  type CollectionRecord,
+  type InviteRecord,
+  type InviteState,
+  type LabelRecord,
+  type OrganisationRecord,
+  type PartialRecord,
+  type PartialVersionRecord,
+  type PromptRecord,
+  type PromptVersionRecord,
+  type UserRecord,
+  type VirtualKeyRecord,
+  type WorkspaceMemberRecord,
+  type WorkspaceRecord,
 } from '../../core/admin-records.js'
+import { ERRORS, gatewayError } from '../../core/errors.js'
 import type { AdminWriter } from '../../core/ports.js'
 import { conflictFor, findConflict } from './duckdb-conflicts.js'
 import type { DuckDbExecutor, SqlParam } from './duckdb-database.js'
 import {
   type AdminRow,
   apiKeyRow,
+  collectionRow,
   inviteRow,
+  labelKey,
+  labelRow,
   memberRow,
   organisationRow,
+  partialRow,
+  partialVersionRow,
+  promptRow,
+  promptVersionRow,
   selectList,
   timestamp,
   toApiKey,
@@ -103,6 +118,14 @@ async function updateRow(executor: DuckDbExecutor, tableName: AdminTableName, ro
   }
 }
 
+/**
+ * What a workspace takes with it besides its API keys, memberships and itself: every table whose
+ * rows carry the workspace id (prompt and partial versions included, so none is left orphaned).
+ */
+const WORKSPACE_CASCADE = [
+  'virtual_keys', 'prompt_versions', 'prompts', 'partial_versions', 'partials', 'collections', 'labels',
+] as const satisfies readonly AdminTableName[]
+
 const API_KEY_COLUMNS = selectList('api_keys')
 const VIRTUAL_KEY_COLUMNS = selectList('virtual_keys')
 
@@ -124,6 +147,24 @@ function byCreation(keys: ApiKeyRecord[]): ApiKeyRecord[] {
 async function deleteApiKeys(tx: DuckDbExecutor, condition: string, params: readonly SqlParam[]): Promise<ApiKeyRecord[]> {
   const keys = await tx.query(`DELETE FROM api_keys WHERE organisation_id = $1 AND ${condition} RETURNING ${API_KEY_COLUMNS}`, params)
   return byCreation(keys.map((key) => toApiKey(key)))
+}
+
+/** A custom label may not take a built-in label's name (core/admin-records.ts `BUILT_IN_LABEL_NAMES`). */
+function refuseBuiltInLabelName(label: LabelRecord): void {
+  if (!label.isUniversal && BUILT_IN_LABEL_NAMES.includes(label.name)) {
+    throw gatewayError(ERRORS.GW_ADMIN_CONFLICT, 'A built-in label has this name', { param: 'name' })
+  }
+}
+
+/** Checks that a record's first version belongs to it: a mismatch is a bug of the caller, never stored. */
+function checkFirstVersion(
+  owner: { readonly id: string; readonly organisationId: string; readonly workspaceId: string },
+  version: { readonly organisationId: string; readonly workspaceId: string },
+  ownerId: string,
+): void {
+  if (ownerId !== owner.id || version.organisationId !== owner.organisationId || version.workspaceId !== owner.workspaceId) {
+    throw new TypeError('the first version does not belong to the record it is inserted with')
+  }
 }
 
 /**
@@ -180,7 +221,9 @@ export class DuckDbAdminWriter implements AdminWriter {
     // Configs join this cascade when a later issue adds their table.
     return this.#serialise(async (tx) => {
       const keys = await deleteApiKeys(tx, 'workspace_id = $2', [organisationId, workspaceId])
-      await tx.run('DELETE FROM virtual_keys WHERE organisation_id = $1 AND workspace_id = $2', [organisationId, workspaceId])
+      for (const table of WORKSPACE_CASCADE) {
+        await tx.run(`DELETE FROM ${table} WHERE organisation_id = $1 AND workspace_id = $2`, [organisationId, workspaceId])
+      }
       await tx.run('DELETE FROM workspace_members WHERE organisation_id = $1 AND workspace_id = $2', [organisationId, workspaceId])
       await tx.run('DELETE FROM workspaces WHERE organisation_id = $1 AND id = $2', [organisationId, workspaceId])
       return keys
@@ -246,6 +289,121 @@ export class DuckDbAdminWriter implements AdminWriter {
         [organisationId, virtualKeyId],
       )
       return rows[0] === undefined ? null : toVirtualKey(rows[0])
+    })
+  }
+
+  async insertCollection(collection: CollectionRecord): Promise<void> {
+    return this.#insert('collections', collectionRow(collection))
+  }
+
+  async updateCollection(collection: CollectionRecord, expectedLastUpdatedAt: string): Promise<boolean> {
+    return this.#update('collections', collectionRow(collection), versioned(expectedLastUpdatedAt))
+  }
+
+  async deleteCollection(organisationId: string, collectionId: string): Promise<boolean> {
+    return this.#serialise(async (tx) => {
+      const contents = await tx.query(
+        `SELECT
+           EXISTS (SELECT 1 FROM prompts WHERE organisation_id = $1 AND collection_id = $2)
+           OR EXISTS (SELECT 1 FROM partials WHERE organisation_id = $1 AND collection_id = $2)
+           OR EXISTS (SELECT 1 FROM collections WHERE organisation_id = $1 AND parent_collection_id = $2) AS used`,
+        [organisationId, collectionId],
+      )
+      if (contents[0]?.used === true) {
+        throw gatewayError(ERRORS.GW_ADMIN_CONFLICT, 'The collection is not empty: move or delete its prompts, partials and collections first', {
+          param: 'collectionId',
+        })
+      }
+      const rows = await tx.query('DELETE FROM collections WHERE organisation_id = $1 AND id = $2 RETURNING id', [organisationId, collectionId])
+      return rows.length > 0
+    })
+  }
+
+  async insertPrompt(prompt: PromptRecord, first: PromptVersionRecord): Promise<void> {
+    checkFirstVersion(prompt, first, first.promptId)
+    const promptValues = promptRow(prompt)
+    const versionValues = promptVersionRow(first)
+    return this.#serialise(async (tx) => {
+      await insertRow(tx, 'prompts', promptValues)
+      await insertRow(tx, 'prompt_versions', versionValues)
+    })
+  }
+
+  async updatePrompt(prompt: PromptRecord, expectedLastUpdatedAt: string): Promise<boolean> {
+    return this.#update('prompts', promptRow(prompt), versioned(expectedLastUpdatedAt))
+  }
+
+  async insertPromptVersion(version: PromptVersionRecord): Promise<void> {
+    return this.#insert('prompt_versions', promptVersionRow(version))
+  }
+
+  async setPromptVersionLabel(promptId: string, versionId: string, labelId: string | null): Promise<boolean> {
+    return this.#serialise(async (tx) => {
+      const found = await tx.query('SELECT 1 AS found FROM prompt_versions WHERE prompt_id = $1 AND id = $2', [promptId, versionId])
+      if (found.length === 0) return false
+      const key = labelKey(promptId, labelId)
+      // Off the other version first, so the label key never holds the label twice.
+      if (key !== null) {
+        await tx.run('UPDATE prompt_versions SET label_id = NULL, label_key = NULL WHERE label_key = $1 AND id <> $2', [key, versionId])
+      }
+      await tx.run('UPDATE prompt_versions SET label_id = $3, label_key = $4 WHERE prompt_id = $1 AND id = $2', [promptId, versionId, labelId, key])
+      return true
+    })
+  }
+
+  async deletePrompt(organisationId: string, promptId: string): Promise<boolean> {
+    return this.#serialise(async (tx) => {
+      const rows = await tx.query('DELETE FROM prompts WHERE organisation_id = $1 AND id = $2 RETURNING id', [organisationId, promptId])
+      await tx.run('DELETE FROM prompt_versions WHERE organisation_id = $1 AND prompt_id = $2', [organisationId, promptId])
+      return rows.length > 0
+    })
+  }
+
+  async insertLabel(label: LabelRecord): Promise<void> {
+    refuseBuiltInLabelName(label)
+    return this.#insert('labels', labelRow(label))
+  }
+
+  async updateLabel(label: LabelRecord, expectedLastUpdatedAt: string): Promise<boolean> {
+    refuseBuiltInLabelName(label)
+    return this.#update('labels', labelRow(label), versioned(expectedLastUpdatedAt))
+  }
+
+  async deleteLabel(organisationId: string, labelId: string): Promise<boolean> {
+    return this.#serialise(async (tx) => {
+      const rows = await tx.query('DELETE FROM labels WHERE organisation_id = $1 AND id = $2 RETURNING id', [organisationId, labelId])
+      if (rows.length === 0) return false
+      await tx.run('UPDATE prompt_versions SET label_id = NULL, label_key = NULL WHERE organisation_id = $1 AND label_id = $2', [
+        organisationId,
+        labelId,
+      ])
+      return true
+    })
+  }
+
+  async insertPartial(partial: PartialRecord, first: PartialVersionRecord): Promise<void> {
+    checkFirstVersion(partial, first, first.partialId)
+    const partialValues = partialRow(partial)
+    const versionValues = partialVersionRow(first)
+    return this.#serialise(async (tx) => {
+      await insertRow(tx, 'partials', partialValues)
+      await insertRow(tx, 'partial_versions', versionValues)
+    })
+  }
+
+  async updatePartial(partial: PartialRecord, expectedLastUpdatedAt: string): Promise<boolean> {
+    return this.#update('partials', partialRow(partial), versioned(expectedLastUpdatedAt))
+  }
+
+  async insertPartialVersion(version: PartialVersionRecord): Promise<void> {
+    return this.#insert('partial_versions', partialVersionRow(version))
+  }
+
+  async deletePartial(organisationId: string, partialId: string): Promise<boolean> {
+    return this.#serialise(async (tx) => {
+      const rows = await tx.query('DELETE FROM partials WHERE organisation_id = $1 AND id = $2 RETURNING id', [organisationId, partialId])
+      await tx.run('DELETE FROM partial_versions WHERE organisation_id = $1 AND partial_id = $2', [organisationId, partialId])
+      return rows.length > 0
     })
   }
 

@@ -192,6 +192,164 @@ export const ADMIN_TABLES = [
     ],
   },
   {
+    name: 'collections',
+    entity: 'collection',
+    // `default_workspace_id` is the workspace id on its default collection and NULL on every other
+    // one, so the unique key allows one default per workspace (SQL UNIQUE ignores NULLs) and
+    // findDefaultCollection looks it up through that key's index.
+    ddl: `CREATE TABLE IF NOT EXISTS collections (
+      id VARCHAR PRIMARY KEY,
+      slug VARCHAR NOT NULL,
+      organisation_id VARCHAR NOT NULL,
+      workspace_id VARCHAR NOT NULL,
+      name VARCHAR NOT NULL,
+      parent_collection_id VARCHAR,
+      is_default BOOLEAN NOT NULL,
+      default_workspace_id VARCHAR UNIQUE,
+      status VARCHAR NOT NULL,
+      created_at TIMESTAMP NOT NULL,
+      last_updated_at TIMESTAMP NOT NULL,
+      UNIQUE (organisation_id, slug)
+    )`,
+    uniqueKeys: [
+      { columns: ['id'], field: 'id', message: 'A collection with this id already exists' },
+      { columns: ['organisation_id', 'slug'], field: 'slug', message: 'A collection with this slug already exists in the organisation' },
+      { columns: ['default_workspace_id'], field: 'isDefault', message: 'The workspace already has a default collection' },
+    ],
+  },
+  {
+    name: 'prompts',
+    entity: 'prompt',
+    ddl: `CREATE TABLE IF NOT EXISTS prompts (
+      id VARCHAR PRIMARY KEY,
+      slug VARCHAR NOT NULL,
+      organisation_id VARCHAR NOT NULL,
+      workspace_id VARCHAR NOT NULL,
+      collection_id VARCHAR NOT NULL,
+      name VARCHAR NOT NULL,
+      status VARCHAR NOT NULL,
+      published_version INTEGER NOT NULL,
+      latest_version INTEGER NOT NULL,
+      created_at TIMESTAMP NOT NULL,
+      last_updated_at TIMESTAMP NOT NULL,
+      UNIQUE (organisation_id, slug)
+    )`,
+    uniqueKeys: [
+      { columns: ['id'], field: 'id', message: 'A prompt with this id already exists' },
+      { columns: ['organisation_id', 'slug'], field: 'slug', message: 'A prompt with this slug already exists in the organisation' },
+    ],
+  },
+  {
+    name: 'prompt_versions',
+    entity: 'prompt version',
+    // The prompt data plane reads a version on a cache miss by (prompt_id, version) or (prompt_id,
+    // label_id). DuckDB scans an index only for a filter on a single column (a two-column key is
+    // checked on writes but read by a full scan), so each pair also lives in one key column:
+    // `version_key` (JSON text `["<prompt_id>",<version>]`) and `label_key` (`["<prompt_id>","<label_id>"]`,
+    // NULL while unlabelled, which the key ignores). Their unique keys make version numbers unique
+    // per prompt and let a label mark at most one version of a prompt.
+    // JSON text: parameters (object), functions and tools (arrays or NULL), tool_choice (any JSON
+    // value, NULL for none), template_metadata (object or NULL).
+    ddl: `CREATE TABLE IF NOT EXISTS prompt_versions (
+      id VARCHAR PRIMARY KEY,
+      prompt_id VARCHAR NOT NULL,
+      organisation_id VARCHAR NOT NULL,
+      workspace_id VARCHAR NOT NULL,
+      version INTEGER NOT NULL,
+      version_key VARCHAR NOT NULL UNIQUE,
+      template VARCHAR NOT NULL,
+      parameters VARCHAR NOT NULL,
+      model VARCHAR,
+      virtual_key VARCHAR,
+      functions VARCHAR,
+      tools VARCHAR,
+      tool_choice VARCHAR,
+      description VARCHAR,
+      template_metadata VARCHAR,
+      is_raw_template BOOLEAN NOT NULL,
+      label_id VARCHAR,
+      label_key VARCHAR UNIQUE,
+      status VARCHAR NOT NULL,
+      created_at TIMESTAMP NOT NULL
+    )`,
+    uniqueKeys: [
+      { columns: ['id'], field: 'id', message: 'A prompt version with this id already exists' },
+      { columns: ['version_key'], field: 'version', message: 'The prompt already has a version with this number' },
+      { columns: ['label_key'], field: 'labelId', message: 'Another version of the prompt already carries this label' },
+    ],
+  },
+  {
+    name: 'labels',
+    entity: 'label',
+    // `scope` is the workspace id of a custom label and '' for a built-in (universal) one, whose
+    // workspace_id is NULL: one unique key then makes names unique per workspace and built-in names
+    // unique per organisation, so concurrent ensureBuiltInLabels calls cannot create duplicates.
+    ddl: `CREATE TABLE IF NOT EXISTS labels (
+      id VARCHAR PRIMARY KEY,
+      organisation_id VARCHAR NOT NULL,
+      workspace_id VARCHAR,
+      scope VARCHAR NOT NULL,
+      name VARCHAR NOT NULL,
+      description VARCHAR,
+      color_code VARCHAR,
+      is_universal BOOLEAN NOT NULL,
+      status VARCHAR NOT NULL,
+      created_at TIMESTAMP NOT NULL,
+      last_updated_at TIMESTAMP NOT NULL,
+      UNIQUE (organisation_id, scope, name)
+    )`,
+    uniqueKeys: [
+      { columns: ['id'], field: 'id', message: 'A label with this id already exists' },
+      { columns: ['organisation_id', 'scope', 'name'], field: 'name', message: 'A label with this name already exists' },
+    ],
+  },
+  {
+    name: 'partials',
+    entity: 'partial',
+    ddl: `CREATE TABLE IF NOT EXISTS partials (
+      id VARCHAR PRIMARY KEY,
+      slug VARCHAR NOT NULL,
+      organisation_id VARCHAR NOT NULL,
+      workspace_id VARCHAR NOT NULL,
+      collection_id VARCHAR,
+      name VARCHAR NOT NULL,
+      status VARCHAR NOT NULL,
+      published_version INTEGER NOT NULL,
+      latest_version INTEGER NOT NULL,
+      created_at TIMESTAMP NOT NULL,
+      last_updated_at TIMESTAMP NOT NULL,
+      UNIQUE (organisation_id, slug),
+      UNIQUE (workspace_id, name)
+    )`,
+    uniqueKeys: [
+      { columns: ['id'], field: 'id', message: 'A partial with this id already exists' },
+      { columns: ['organisation_id', 'slug'], field: 'slug', message: 'A partial with this slug already exists in the organisation' },
+      { columns: ['workspace_id', 'name'], field: 'name', message: 'A partial with this name already exists in the workspace' },
+    ],
+  },
+  {
+    name: 'partial_versions',
+    entity: 'partial version',
+    // `version_key` (`["<partial_id>",<version>]`) as in prompt_versions: rendering reads partial
+    // versions on a cache miss too.
+    ddl: `CREATE TABLE IF NOT EXISTS partial_versions (
+      id VARCHAR PRIMARY KEY,
+      partial_id VARCHAR NOT NULL,
+      organisation_id VARCHAR NOT NULL,
+      workspace_id VARCHAR NOT NULL,
+      version INTEGER NOT NULL,
+      version_key VARCHAR NOT NULL UNIQUE,
+      template VARCHAR NOT NULL,
+      description VARCHAR,
+      status VARCHAR NOT NULL,
+      created_at TIMESTAMP NOT NULL
+    )`,
+    uniqueKeys: [
+      { columns: ['id'], field: 'id', message: 'A partial version with this id already exists' },
+      { columns: ['version_key'], field: 'version', message: 'The partial already has a version with this number' },
+    ],
+  },
+  {
     name: 'audit_log',
     entity: 'audit entry',
     ddl: `CREATE TABLE IF NOT EXISTS audit_log (

@@ -206,7 +206,7 @@ async function deleteWorkspace(request: AdminRequest): Promise<Reply | GatewayEr
     const dependants = await deps.store.workspaceDependants(principal.organisationId, workspace.id)
     const blocking = Object.entries(dependants).filter(([, count]) => count > 0)
     if (blocking.length > 0) {
-      const names: Record<string, string> = { apiKeys: 'API keys', virtualKeys: 'virtual keys', configs: 'configs' }
+      const names: Record<string, string> = { apiKeys: 'API keys', virtualKeys: 'virtual keys', configs: 'configs', prompts: 'prompts' }
       const list = blocking.map(([kind, count]) => `${count} ${names[kind] ?? kind}`).join(', ')
       return gatewayError(ERRORS.GW_ADMIN_DEPENDANTS, `Unable to delete: the workspace still has ${list}. Delete them first, or send "force_delete": true`)
     }

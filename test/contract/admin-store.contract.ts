@@ -13,9 +13,15 @@ import type {
   AuditEntry,
   AuditFilter,
   BootstrapSeed,
+  CollectionRecord,
   InviteRecord,
   JwtSettings,
+  LabelRecord,
   OrganisationRecord,
+  PartialRecord,
+  PartialVersionRecord,
+  PromptRecord,
+  PromptVersionRecord,
   UserRecord,
   VirtualKeyRecord,
   WorkspaceMemberRecord,
@@ -183,6 +189,115 @@ function makeAudit(organisationId: string | null, overrides: Partial<AuditEntry>
     action: 'create',
     resourceId: null,
     clientIp: '127.0.0.1',
+    ...overrides,
+  }
+}
+
+function makeCollection(organisationId: string, workspaceId: string, overrides: Partial<CollectionRecord> = {}): CollectionRecord {
+  const id = randomUUID()
+  return {
+    id,
+    slug: `collection-${id.slice(0, 6)}`,
+    organisationId,
+    workspaceId,
+    name: 'Collection',
+    parentCollectionId: null,
+    isDefault: false,
+    status: 'active',
+    createdAt: at(3_000),
+    lastUpdatedAt: at(4_000),
+    ...overrides,
+  }
+}
+
+function makePrompt(collection: CollectionRecord, overrides: Partial<PromptRecord> = {}): PromptRecord {
+  const id = randomUUID()
+  return {
+    id,
+    slug: `pp-prompt-${id.slice(0, 6)}`,
+    organisationId: collection.organisationId,
+    workspaceId: collection.workspaceId,
+    collectionId: collection.id,
+    name: 'Prompt',
+    status: 'active',
+    publishedVersion: 1,
+    latestVersion: 1,
+    createdAt: at(5_000),
+    lastUpdatedAt: at(5_000),
+    ...overrides,
+  }
+}
+
+function makePromptVersion(prompt: PromptRecord, version: number, overrides: Partial<PromptVersionRecord> = {}): PromptVersionRecord {
+  return {
+    id: randomUUID(),
+    promptId: prompt.id,
+    organisationId: prompt.organisationId,
+    workspaceId: prompt.workspaceId,
+    version,
+    template: `[{"role":"user","content":"Version ${version}: {{question}}"}]`,
+    parameters: { temperature: 0.5 },
+    model: 'gpt-4o-mini',
+    virtualKey: 'vk-main',
+    functions: null,
+    tools: null,
+    toolChoice: null,
+    description: null,
+    templateMetadata: null,
+    isRawTemplate: false,
+    labelId: null,
+    status: 'active',
+    createdAt: at(5_000 + version),
+    ...overrides,
+  }
+}
+
+function makeLabel(organisationId: string, workspaceId: string | null, overrides: Partial<LabelRecord> = {}): LabelRecord {
+  const id = randomUUID()
+  return {
+    id,
+    organisationId,
+    workspaceId,
+    name: `label-${id.slice(0, 6)}`,
+    description: null,
+    colorCode: null,
+    isUniversal: workspaceId === null,
+    status: 'active',
+    createdAt: at(6_000),
+    lastUpdatedAt: at(6_000),
+    ...overrides,
+  }
+}
+
+function makePartial(organisationId: string, workspaceId: string, overrides: Partial<PartialRecord> = {}): PartialRecord {
+  const id = randomUUID()
+  return {
+    id,
+    slug: `partial-${id.slice(0, 6)}`,
+    organisationId,
+    workspaceId,
+    collectionId: null,
+    name: `partial_${id.slice(0, 6)}`,
+    status: 'active',
+    publishedVersion: 1,
+    latestVersion: 1,
+    createdAt: at(7_000),
+    lastUpdatedAt: at(7_000),
+    ...overrides,
+  }
+}
+
+function makePartialVersion(partial: PartialRecord, version: number, overrides: Partial<PartialVersionRecord> = {}): PartialVersionRecord {
+  return {
+    id: randomUUID(),
+    partialId: partial.id,
+    organisationId: partial.organisationId,
+    workspaceId: partial.workspaceId,
+    version,
+    template: `Partial version ${version} for {{name}}`,
+    description: null,
+    status: 'active',
+    createdAt: at(7_000 + version),
     ...overrides,
   }
 }
@@ -1231,8 +1346,8 @@ export function describeAdminStoreContract(name: string, makeStore: () => Promis
           for (const key of [...doomedKeys, keptKey]) await writer.insertApiKey(key)
           for (const key of [...doomedVirtualKeys, keptVirtualKey, foreignVirtualKey]) await writer.insertVirtualKey(key)
         })
-        expect(await store.workspaceDependants(seed.organisation.id, doomed.id)).toEqual({ apiKeys: 2, virtualKeys: 2, configs: 0 })
-        expect(await store.workspaceDependants(seed.organisation.id, seed.workspace.id)).toEqual({ apiKeys: 1, virtualKeys: 1, configs: 0 })
+        expect(await store.workspaceDependants(seed.organisation.id, doomed.id)).toEqual({ apiKeys: 2, virtualKeys: 2, configs: 0, prompts: 0 })
+        expect(await store.workspaceDependants(seed.organisation.id, seed.workspace.id)).toEqual({ apiKeys: 1, virtualKeys: 1, configs: 0, prompts: 0 })
 
         const deleted = await arrange((writer) => writer.deleteWorkspace(seed.organisation.id, doomed.id))
         expect(byCreation(deleted)).toEqual(byCreation(doomedKeys))
@@ -1250,7 +1365,7 @@ export function describeAdminStoreContract(name: string, makeStore: () => Promis
         })
         expect(await store.findVirtualKey(seed.organisation.id, keptVirtualKey.id)).toEqual(keptVirtualKey)
         expect(await store.findVirtualKey(foreignVirtualKey.organisationId, foreignVirtualKey.id)).toEqual(foreignVirtualKey)
-        expect(await store.workspaceDependants(seed.organisation.id, doomed.id)).toEqual({ apiKeys: 0, virtualKeys: 0, configs: 0 })
+        expect(await store.workspaceDependants(seed.organisation.id, doomed.id)).toEqual({ apiKeys: 0, virtualKeys: 0, configs: 0, prompts: 0 })
         expect(await store.findUser(seed.organisation.id, user.id)).toEqual(user)
       })
 
@@ -1267,7 +1382,7 @@ export function describeAdminStoreContract(name: string, makeStore: () => Promis
         expect(await store.findWorkspace(first.organisation.id, first.workspace.id)).toEqual(first.workspace)
         expect(await store.findApiKeyByHash(key.keyHash)).toEqual(key)
         expect(await store.findVirtualKey(first.organisation.id, virtualKey.id)).toEqual(virtualKey)
-        expect(await store.workspaceDependants(second.organisation.id, first.workspace.id)).toEqual({ apiKeys: 0, virtualKeys: 0, configs: 0 })
+        expect(await store.workspaceDependants(second.organisation.id, first.workspace.id)).toEqual({ apiKeys: 0, virtualKeys: 0, configs: 0, prompts: 0 })
       })
 
       it('deletes a membership and reports whether there was one', async () => {
@@ -1556,7 +1671,7 @@ export function describeAdminStoreContract(name: string, makeStore: () => Promis
         expect(await store.findVirtualKey(seed.organisation.id, fresh.id)).toBeNull()
         expect(await store.findVirtualKey(seed.organisation.id, clash.id)).toBeNull()
         expect(await store.findVirtualKey(seed.organisation.id, existing.slug)).toEqual(existing)
-        expect(await store.workspaceDependants(seed.organisation.id, workspace.id)).toEqual({ apiKeys: 0, virtualKeys: 0, configs: 0 })
+        expect(await store.workspaceDependants(seed.organisation.id, workspace.id)).toEqual({ apiKeys: 0, virtualKeys: 0, configs: 0, prompts: 0 })
         expect(await auditsOf(seed.organisation.id)).toEqual([])
       })
 
@@ -1616,6 +1731,896 @@ export function describeAdminStoreContract(name: string, makeStore: () => Promis
         await store.recordAudit(entry)
         await expectConflict(store.recordAudit({ ...entry, action: 'again' }))
         expect(await auditsOf(seed.organisation.id)).toEqual([entry])
+      })
+    })
+
+    describe('prompt templates', () => {
+      const everything = { offset: 0, limit: 100 }
+
+      /** A prompt with its versions 1..count, inserted; version n is created at `5_000 + n`. */
+      async function promptWithVersions(
+        collection: CollectionRecord,
+        count: number,
+        overrides: Partial<PromptRecord> = {},
+      ): Promise<{ prompt: PromptRecord; versions: PromptVersionRecord[] }> {
+        const prompt = makePrompt(collection, { latestVersion: count, ...overrides })
+        const versions = Array.from({ length: count }, (_, index) => makePromptVersion(prompt, index + 1))
+        await arrange(async (writer) => {
+          await writer.insertPrompt(prompt, versions[0] as PromptVersionRecord)
+          for (const version of versions.slice(1)) await writer.insertPromptVersion(version)
+        })
+        return { prompt, versions }
+      }
+
+      async function defaultCollection(seed: BootstrapSeed): Promise<CollectionRecord> {
+        const collection = makeCollection(seed.organisation.id, seed.workspace.id, { name: 'Default', isDefault: true })
+        await arrange((writer) => writer.insertCollection(collection))
+        return collection
+      }
+
+      describe('round trips', () => {
+        it('keeps a prompt and its versions exactly: JSON values, nulls and booleans', async () => {
+          const seed = await bootstrapped()
+          const collection = await defaultCollection(seed)
+          const prompt = makePrompt(collection, { name: 'Ünïcödé "support" prompt', latestVersion: 3, status: 'archived' })
+          const label = makeLabel(seed.organisation.id, seed.workspace.id)
+          const full = makePromptVersion(prompt, 1, {
+            template: '[{"role":"system","content":"Be {{tone}}"},{"role":"user","content":[{"type":"text","text":"{{q}}"}]}]',
+            parameters: {
+              temperature: 0.25,
+              max_tokens: 512,
+              stop: ['\\n\\n', '"}]'],
+              logit_bias: { '50256': -100 },
+              response_format: { type: 'json_schema', json_schema: { name: 'answer', strict: true, schema: { type: 'object' } } },
+              stream: false,
+              seed: null,
+              'odd.key': 1,
+              $dollar: 'kept',
+            },
+            model: 'claude-3-5-sonnet',
+            virtualKey: 'vk-anthropic',
+            functions: [{ name: 'lookup', parameters: { type: 'object', properties: { id: { type: 'string' } } } }],
+            tools: [{ type: 'function', function: { name: 'lookup', description: 'Finds "things"', parameters: {} } }, null, 3],
+            toolChoice: { type: 'function', function: { name: 'lookup' } },
+            description: 'First cut',
+            templateMetadata: { owner: 'ada', tags: ['a', 'b'], nested: { deep: [1, 2.5, true, null] }, ['__proto__']: 'data' },
+            isRawTemplate: true,
+            labelId: label.id,
+            status: 'archived',
+          })
+          const bare = makePromptVersion(prompt, 2, { parameters: {}, model: null, virtualKey: null, template: 'Plain {{text}}' })
+          const stringChoice = makePromptVersion(prompt, 3, { toolChoice: 'auto', functions: [], tools: [], templateMetadata: {} })
+          await arrange(async (writer) => {
+            await writer.insertLabel(label)
+            await writer.insertPrompt(prompt, full)
+            await writer.insertPromptVersion(bare)
+            await writer.insertPromptVersion(stringChoice)
+          })
+
+          expect(await store.findPrompt(seed.organisation.id, prompt.id)).toEqual(prompt)
+          expect(await store.findPromptVersionById(prompt.id, full.id)).toEqual(full)
+          expect(await store.findPromptVersionById(prompt.id, bare.id)).toEqual(bare)
+          expect(await store.findPromptVersionById(prompt.id, stringChoice.id)).toEqual(stringChoice)
+          const read = await store.findPromptVersionById(prompt.id, full.id)
+          expect(Object.getPrototypeOf(read?.templateMetadata)).toBe(Object.prototype)
+          expect(Object.keys(read?.templateMetadata ?? {})).toEqual(['owner', 'tags', 'nested', '__proto__'])
+        })
+
+        it('keeps collections, labels, partials and partial versions exactly', async () => {
+          const seed = await bootstrapped()
+          const root = makeCollection(seed.organisation.id, seed.workspace.id, { isDefault: true, name: 'Default' })
+          const child = makeCollection(seed.organisation.id, seed.workspace.id, { parentCollectionId: root.id, status: 'archived', name: 'Ünïcödé' })
+          const custom = makeLabel(seed.organisation.id, seed.workspace.id, { description: 'QA "gate"', colorCode: '#ff8800', status: 'archived' })
+          const universal = makeLabel(seed.organisation.id, null, { name: 'org-wide' })
+          const partial = makePartial(seed.organisation.id, seed.workspace.id, { collectionId: child.id, publishedVersion: 1, latestVersion: 2 })
+          const first = makePartialVersion(partial, 1, { description: 'first', template: '{{#items}}- {{.}}\\n{{/items}}' })
+          const second = makePartialVersion(partial, 2, { status: 'archived' })
+          const loose = makePartial(seed.organisation.id, seed.workspace.id)
+          const looseFirst = makePartialVersion(loose, 1)
+          await arrange(async (writer) => {
+            await writer.insertCollection(root)
+            await writer.insertCollection(child)
+            await writer.insertLabel(custom)
+            await writer.insertLabel(universal)
+            await writer.insertPartial(partial, first)
+            await writer.insertPartialVersion(second)
+            await writer.insertPartial(loose, looseFirst)
+          })
+          expect(await store.findCollection(seed.organisation.id, root.id)).toEqual(root)
+          expect(await store.findCollection(seed.organisation.id, child.slug)).toEqual(child)
+          expect(await store.findDefaultCollection(seed.workspace.id)).toEqual(root)
+          expect(await store.findLabel(seed.organisation.id, custom.id)).toEqual(custom)
+          expect(await store.findLabel(seed.organisation.id, universal.id)).toEqual(universal)
+          expect(await store.findPartial(seed.organisation.id, partial.slug)).toEqual(partial)
+          expect(await store.findPartial(seed.organisation.id, loose.id)).toEqual(loose)
+          expect(await store.listPartialVersions(partial.id)).toEqual([second, first])
+          expect(await store.findPartialVersion(loose.id, { kind: 'published' })).toEqual(looseFirst)
+        })
+      })
+
+      describe('finding', () => {
+        it('finds prompts, collections and partials by id or slug, only within their organisation', async () => {
+          const first = await bootstrapped()
+          const second = await bootstrapped()
+          const collection = await defaultCollection(first)
+          const { prompt } = await promptWithVersions(collection, 1)
+          const partial = makePartial(first.organisation.id, first.workspace.id)
+          const label = makeLabel(first.organisation.id, first.workspace.id)
+          await arrange(async (writer) => {
+            await writer.insertPartial(partial, makePartialVersion(partial, 1))
+            await writer.insertLabel(label)
+          })
+
+          for (const key of [prompt.id, prompt.slug]) {
+            expect(await store.findPrompt(first.organisation.id, key)).toEqual(prompt)
+            expect(await store.findPrompt(second.organisation.id, key)).toBeNull()
+          }
+          for (const key of [collection.id, collection.slug]) {
+            expect(await store.findCollection(first.organisation.id, key)).toEqual(collection)
+            expect(await store.findCollection(second.organisation.id, key)).toBeNull()
+          }
+          for (const key of [partial.id, partial.slug]) {
+            expect(await store.findPartial(first.organisation.id, key)).toEqual(partial)
+            expect(await store.findPartial(second.organisation.id, key)).toBeNull()
+          }
+          expect(await store.findLabel(first.organisation.id, label.id)).toEqual(label)
+          expect(await store.findLabel(second.organisation.id, label.id)).toBeNull()
+          expect(await store.findPrompt(first.organisation.id, 'pp-unknown')).toBeNull()
+          expect(await store.findCollection(first.organisation.id, randomUUID())).toBeNull()
+          expect(await store.findPartial(first.organisation.id, randomUUID())).toBeNull()
+          expect(await store.findLabel(first.organisation.id, randomUUID())).toBeNull()
+          expect(await store.findDefaultCollection(second.workspace.id)).toBeNull()
+        })
+
+        it('prefers an id match over a slug match', async () => {
+          const seed = await bootstrapped()
+          const collection = makeCollection(seed.organisation.id, seed.workspace.id)
+          const collectionImpostor = makeCollection(seed.organisation.id, seed.workspace.id, { slug: collection.id })
+          const prompt = makePrompt(collection)
+          const promptImpostor = makePrompt(collection, { slug: prompt.id })
+          const partial = makePartial(seed.organisation.id, seed.workspace.id)
+          const partialImpostor = makePartial(seed.organisation.id, seed.workspace.id, { slug: partial.id })
+          await arrange(async (writer) => {
+            await writer.insertCollection(collectionImpostor)
+            await writer.insertCollection(collection)
+            await writer.insertPrompt(promptImpostor, makePromptVersion(promptImpostor, 1))
+            await writer.insertPrompt(prompt, makePromptVersion(prompt, 1))
+            await writer.insertPartial(partialImpostor, makePartialVersion(partialImpostor, 1))
+            await writer.insertPartial(partial, makePartialVersion(partial, 1))
+          })
+          expect(await store.findCollection(seed.organisation.id, collection.id)).toEqual(collection)
+          expect(await store.findPrompt(seed.organisation.id, prompt.id)).toEqual(prompt)
+          expect(await store.findPartial(seed.organisation.id, partial.id)).toEqual(partial)
+        })
+
+        it('finds a partial by name within its workspace only', async () => {
+          const seed = await bootstrapped()
+          const other = makeWorkspace(seed.organisation.id)
+          const partial = makePartial(seed.organisation.id, seed.workspace.id, { name: 'signature' })
+          await arrange(async (writer) => {
+            await writer.insertWorkspace(other)
+            await writer.insertPartial(partial, makePartialVersion(partial, 1))
+          })
+          expect(await store.findPartialByName(seed.workspace.id, 'signature')).toEqual(partial)
+          expect(await store.findPartialByName(other.id, 'signature')).toBeNull()
+          expect(await store.findPartialByName(seed.workspace.id, 'Signature')).toBeNull()
+        })
+      })
+
+      describe('versions', () => {
+        it('resolves published, latest, numbered and labelled versions of a prompt', async () => {
+          const seed = await bootstrapped()
+          const collection = await defaultCollection(seed)
+          const { prompt, versions } = await promptWithVersions(collection, 3, { publishedVersion: 1 })
+          const [v1, v2, v3] = versions as [PromptVersionRecord, PromptVersionRecord, PromptVersionRecord]
+          const label = makeLabel(seed.organisation.id, seed.workspace.id, { name: 'canary' })
+          await arrange(async (writer) => {
+            await writer.insertLabel(label)
+            expect(await writer.setPromptVersionLabel(prompt.id, v2.id, label.id)).toBe(true)
+          })
+          const labelled = { ...v2, labelId: label.id }
+
+          expect(await store.findPromptVersion(prompt.id, { kind: 'published' })).toEqual(v1)
+          expect(await store.findPromptVersion(prompt.id, { kind: 'latest' })).toEqual(v3)
+          expect(await store.findPromptVersion(prompt.id, { kind: 'number', version: 2 })).toEqual(labelled)
+          expect(await store.findPromptVersion(prompt.id, { kind: 'number', version: 4 })).toBeNull()
+          expect(await store.findPromptVersion(prompt.id, { kind: 'number', version: 0 })).toBeNull()
+          expect(await store.findPromptVersion(prompt.id, { kind: 'number', version: 1.5 })).toBeNull()
+          expect(await store.findPromptVersion(prompt.id, { kind: 'label', labelId: label.id })).toEqual(labelled)
+          expect(await store.findPromptVersion(prompt.id, { kind: 'label', labelId: randomUUID() })).toBeNull()
+          expect(await store.findPromptVersion(randomUUID(), { kind: 'published' })).toBeNull()
+          expect(await store.findPromptVersion(randomUUID(), { kind: 'latest' })).toBeNull()
+          expect(await store.listPromptVersions(prompt.id)).toEqual([v3, labelled, v1])
+          expect(await store.listPromptVersions(randomUUID())).toEqual([])
+          expect(await store.findPromptVersionById(prompt.id, v3.id)).toEqual(v3)
+
+          // Publishing moves what "published" resolves to; the numbers come from the prompt record.
+          const published = { ...prompt, publishedVersion: 3, lastUpdatedAt: at(9_000) }
+          expect(await arrange((writer) => writer.updatePrompt(published, prompt.lastUpdatedAt))).toBe(true)
+          expect(await store.findPromptVersion(prompt.id, { kind: 'published' })).toEqual(v3)
+          expect(await store.findPrompt(seed.organisation.id, prompt.id)).toEqual(published)
+        })
+
+        it('finds a version by id only under its own prompt', async () => {
+          const seed = await bootstrapped()
+          const collection = await defaultCollection(seed)
+          const first = await promptWithVersions(collection, 1)
+          const second = await promptWithVersions(collection, 1)
+          const version = first.versions[0] as PromptVersionRecord
+          expect(await store.findPromptVersionById(first.prompt.id, version.id)).toEqual(version)
+          expect(await store.findPromptVersionById(second.prompt.id, version.id)).toBeNull()
+          expect(await store.findPromptVersionById(first.prompt.id, randomUUID())).toBeNull()
+        })
+
+        it('resolves partial versions by published, latest and number, never by label', async () => {
+          const seed = await bootstrapped()
+          const partial = makePartial(seed.organisation.id, seed.workspace.id, { publishedVersion: 2, latestVersion: 3 })
+          const versions = [1, 2, 3].map((number) => makePartialVersion(partial, number))
+          const [p1, p2, p3] = versions as [PartialVersionRecord, PartialVersionRecord, PartialVersionRecord]
+          await arrange(async (writer) => {
+            await writer.insertPartial(partial, p1)
+            await writer.insertPartialVersion(p2)
+            await writer.insertPartialVersion(p3)
+          })
+          expect(await store.findPartialVersion(partial.id, { kind: 'published' })).toEqual(p2)
+          expect(await store.findPartialVersion(partial.id, { kind: 'latest' })).toEqual(p3)
+          expect(await store.findPartialVersion(partial.id, { kind: 'number', version: 1 })).toEqual(p1)
+          expect(await store.findPartialVersion(partial.id, { kind: 'number', version: 9 })).toBeNull()
+          expect(await store.findPartialVersion(partial.id, { kind: 'label', labelId: randomUUID() })).toBeNull()
+          expect(await store.findPartialVersion(randomUUID(), { kind: 'latest' })).toBeNull()
+          expect(await store.listPartialVersions(partial.id)).toEqual([p3, p2, p1])
+
+          const updated = { ...partial, publishedVersion: 3, name: 'renamed', lastUpdatedAt: at(9_000) }
+          expect(await arrange((writer) => writer.updatePartial(updated, partial.lastUpdatedAt))).toBe(true)
+          expect(await store.findPartialVersion(partial.id, { kind: 'published' })).toEqual(p3)
+          expect(await store.findPartialByName(seed.workspace.id, 'renamed')).toEqual(updated)
+        })
+      })
+
+      describe('labels on versions', () => {
+        it('moves a label between versions of one prompt, and lets it mark versions of other prompts at once', async () => {
+          const seed = await bootstrapped()
+          const collection = await defaultCollection(seed)
+          await store.ensureBuiltInLabels(seed.organisation.id, at(0))
+          const production = await store.findLabelByName(seed.organisation.id, seed.workspace.id, 'production')
+          if (production === null) throw new Error('built-in label missing')
+          const staging = await store.findLabelByName(seed.organisation.id, seed.workspace.id, 'staging')
+          if (staging === null) throw new Error('built-in label missing')
+          const first = await promptWithVersions(collection, 3)
+          const second = await promptWithVersions(collection, 2)
+          const [a1, a2, a3] = first.versions as [PromptVersionRecord, PromptVersionRecord, PromptVersionRecord]
+          const [b1] = second.versions as [PromptVersionRecord]
+
+          await arrange(async (writer) => {
+            expect(await writer.setPromptVersionLabel(first.prompt.id, a1.id, production.id)).toBe(true)
+            expect(await writer.setPromptVersionLabel(second.prompt.id, b1.id, production.id)).toBe(true)
+            expect(await writer.setPromptVersionLabel(first.prompt.id, a3.id, staging.id)).toBe(true)
+          })
+          expect(await store.findPromptVersion(first.prompt.id, { kind: 'label', labelId: production.id })).toEqual({ ...a1, labelId: production.id })
+          expect(await store.findPromptVersion(second.prompt.id, { kind: 'label', labelId: production.id })).toEqual({ ...b1, labelId: production.id })
+
+          // Moving it within the first prompt takes it off a1 only; the second prompt keeps its own.
+          await arrange(async (writer) => {
+            expect(await writer.setPromptVersionLabel(first.prompt.id, a2.id, production.id)).toBe(true)
+          })
+          expect(await store.listPromptVersions(first.prompt.id)).toEqual([
+            { ...a3, labelId: staging.id },
+            { ...a2, labelId: production.id },
+            a1,
+          ])
+          expect(await store.findPromptVersion(second.prompt.id, { kind: 'label', labelId: production.id })).toEqual({ ...b1, labelId: production.id })
+
+          // Setting the label a version already carries changes nothing; a version carries one label.
+          await arrange(async (writer) => {
+            expect(await writer.setPromptVersionLabel(first.prompt.id, a2.id, production.id)).toBe(true)
+            expect(await writer.setPromptVersionLabel(first.prompt.id, a3.id, production.id)).toBe(true)
+          })
+          expect(await store.listPromptVersions(first.prompt.id)).toEqual([{ ...a3, labelId: production.id }, a2, a1])
+          expect(await store.findPromptVersion(first.prompt.id, { kind: 'label', labelId: staging.id })).toBeNull()
+
+          // null takes it off.
+          await arrange(async (writer) => {
+            expect(await writer.setPromptVersionLabel(first.prompt.id, a3.id, null)).toBe(true)
+          })
+          expect(await store.listPromptVersions(first.prompt.id)).toEqual([a3, a2, a1])
+        })
+
+        it('reports an unknown version, or one of another prompt, and changes nothing', async () => {
+          const seed = await bootstrapped()
+          const collection = await defaultCollection(seed)
+          const label = makeLabel(seed.organisation.id, seed.workspace.id)
+          const first = await promptWithVersions(collection, 1)
+          const second = await promptWithVersions(collection, 1)
+          const a1 = first.versions[0] as PromptVersionRecord
+          const b1 = second.versions[0] as PromptVersionRecord
+          await arrange(async (writer) => {
+            await writer.insertLabel(label)
+            expect(await writer.setPromptVersionLabel(first.prompt.id, a1.id, label.id)).toBe(true)
+          })
+          await arrange(async (writer) => {
+            expect(await writer.setPromptVersionLabel(first.prompt.id, b1.id, label.id)).toBe(false)
+            expect(await writer.setPromptVersionLabel(first.prompt.id, randomUUID(), label.id)).toBe(false)
+            expect(await writer.setPromptVersionLabel(randomUUID(), a1.id, null)).toBe(false)
+          })
+          expect(await store.listPromptVersions(first.prompt.id)).toEqual([{ ...a1, labelId: label.id }])
+          expect(await store.listPromptVersions(second.prompt.id)).toEqual([b1])
+        })
+
+        it('deleting a label takes it off every version that carried it', async () => {
+          const first = await bootstrapped()
+          const second = await bootstrapped()
+          const collection = await defaultCollection(first)
+          const label = makeLabel(first.organisation.id, first.workspace.id)
+          const kept = makeLabel(first.organisation.id, first.workspace.id)
+          const a = await promptWithVersions(collection, 2)
+          const b = await promptWithVersions(collection, 1)
+          const [a1, a2] = a.versions as [PromptVersionRecord, PromptVersionRecord]
+          const b1 = b.versions[0] as PromptVersionRecord
+          await arrange(async (writer) => {
+            await writer.insertLabel(label)
+            await writer.insertLabel(kept)
+            await writer.setPromptVersionLabel(a.prompt.id, a1.id, label.id)
+            await writer.setPromptVersionLabel(a.prompt.id, a2.id, kept.id)
+            await writer.setPromptVersionLabel(b.prompt.id, b1.id, label.id)
+          })
+
+          expect(await arrange((writer) => writer.deleteLabel(second.organisation.id, label.id))).toBe(false)
+          expect(await store.findLabel(first.organisation.id, label.id)).toEqual(label)
+
+          expect(await arrange((writer) => writer.deleteLabel(first.organisation.id, label.id))).toBe(true)
+          expect(await store.findLabel(first.organisation.id, label.id)).toBeNull()
+          expect(await store.findPromptVersion(a.prompt.id, { kind: 'label', labelId: label.id })).toBeNull()
+          expect(await store.findPromptVersion(b.prompt.id, { kind: 'label', labelId: label.id })).toBeNull()
+          expect(await store.listPromptVersions(a.prompt.id)).toEqual([{ ...a2, labelId: kept.id }, a1])
+          expect(await store.listPromptVersions(b.prompt.id)).toEqual([b1])
+          expect(await arrange((writer) => writer.deleteLabel(first.organisation.id, label.id))).toBe(false)
+        })
+      })
+
+      describe('labels', () => {
+        it('creates the built-in labels once, however often and concurrently asked, per organisation', async () => {
+          const first = await bootstrapped()
+          const second = await bootstrapped()
+          await Promise.all(Array.from({ length: 6 }, () => store.ensureBuiltInLabels(first.organisation.id, at(1_000))))
+          await store.ensureBuiltInLabels(first.organisation.id, at(2_000))
+          const listed = await store.listLabels(first.organisation.id, {}, everything)
+          expect(listed.total).toBe(3)
+          expect(listed.items.map((label) => label.name).sort()).toEqual(['development', 'production', 'staging'])
+          for (const label of listed.items) {
+            expect(label).toMatchObject({
+              organisationId: first.organisation.id,
+              workspaceId: null,
+              isUniversal: true,
+              status: 'active',
+              createdAt: at(1_000),
+              lastUpdatedAt: at(1_000),
+            })
+            expect(await store.findLabel(first.organisation.id, label.id)).toEqual(label)
+            expect(await store.findLabel(second.organisation.id, label.id)).toBeNull()
+          }
+          expect((await store.listLabels(second.organisation.id, {}, everything)).total).toBe(0)
+          await store.ensureBuiltInLabels(second.organisation.id, at(1_000))
+          expect((await store.listLabels(second.organisation.id, {}, everything)).total).toBe(3)
+          expect((await store.listLabels(first.organisation.id, {}, everything)).items).toEqual(listed.items)
+        })
+
+        it('finds a label by name: the workspace’s own first, else a built-in one, never another workspace’s', async () => {
+          const first = await bootstrapped()
+          const second = await bootstrapped()
+          const other = makeWorkspace(first.organisation.id)
+          await store.ensureBuiltInLabels(first.organisation.id, at(0))
+          const orgWide = makeLabel(first.organisation.id, null, { name: 'qa', createdAt: at(100), lastUpdatedAt: at(100) })
+          const own = makeLabel(first.organisation.id, first.workspace.id, { name: 'qa' })
+          const elsewhere = makeLabel(first.organisation.id, other.id, { name: 'nightly' })
+          await arrange(async (writer) => {
+            await writer.insertWorkspace(other)
+            await writer.insertLabel(orgWide)
+            await writer.insertLabel(own)
+            await writer.insertLabel(elsewhere)
+          })
+          expect(await store.findLabelByName(first.organisation.id, first.workspace.id, 'qa')).toEqual(own)
+          expect(await store.findLabelByName(first.organisation.id, other.id, 'qa')).toEqual(orgWide)
+          expect(await store.findLabelByName(first.organisation.id, other.id, 'nightly')).toEqual(elsewhere)
+          expect(await store.findLabelByName(first.organisation.id, first.workspace.id, 'nightly')).toBeNull()
+          expect(await store.findLabelByName(first.organisation.id, first.workspace.id, 'production')).toMatchObject({
+            name: 'production',
+            isUniversal: true,
+          })
+          expect(await store.findLabelByName(first.organisation.id, first.workspace.id, 'Production')).toBeNull()
+          expect(await store.findLabelByName(second.organisation.id, second.workspace.id, 'production')).toBeNull()
+          expect(await store.findLabelByName(second.organisation.id, first.workspace.id, 'qa')).toBeNull()
+        })
+
+        it('lists a workspace’s labels with the built-in ones first, with search and paging', async () => {
+          const seed = await bootstrapped()
+          const other = makeWorkspace(seed.organisation.id)
+          await arrange((writer) => writer.insertWorkspace(other))
+          await store.ensureBuiltInLabels(seed.organisation.id, at(50_000))
+          const own = [
+            makeLabel(seed.organisation.id, seed.workspace.id, { name: 'Nightly-Build', createdAt: at(3_000) }),
+            makeLabel(seed.organisation.id, seed.workspace.id, { name: 'canary', createdAt: at(1_000) }),
+            makeLabel(seed.organisation.id, seed.workspace.id, { name: 'beta', createdAt: at(1_000) }),
+          ]
+          const foreign = makeLabel(seed.organisation.id, other.id, { name: 'nightly-other', createdAt: at(0) })
+          await arrange(async (writer) => {
+            for (const label of [...own, foreign]) await writer.insertLabel(label)
+          })
+          const builtIns = (await store.listLabels(seed.organisation.id, {}, everything)).items.filter((label) => label.isUniversal)
+          expect(builtIns).toHaveLength(3)
+          expect(builtIns).toEqual(byCreation(builtIns))
+
+          const listed = await store.listLabels(seed.organisation.id, { workspaceId: seed.workspace.id }, everything)
+          expect(listed).toEqual({ total: 6, items: [...builtIns, ...byCreation(own)] })
+          const page = await store.listLabels(seed.organisation.id, { workspaceId: seed.workspace.id }, { offset: 2, limit: 2 })
+          expect(page).toEqual({ total: 6, items: listed.items.slice(2, 4) })
+          const searched = await store.listLabels(seed.organisation.id, { workspaceId: seed.workspace.id, search: 'NIGHTLY' }, everything)
+          expect(searched).toEqual({ total: 1, items: [own[0]] })
+          const everywhere = await store.listLabels(seed.organisation.id, { search: 'nightly' }, everything)
+          expect(everywhere).toEqual({ total: 2, items: [foreign, own[0]] })
+          expect((await store.listLabels(seed.organisation.id, { search: '%' }, everything)).total).toBe(0)
+        })
+
+        it('refuses a custom label with a built-in name, or a name taken in its workspace', async () => {
+          const seed = await bootstrapped()
+          const other = makeWorkspace(seed.organisation.id)
+          await arrange((writer) => writer.insertWorkspace(other))
+          await store.ensureBuiltInLabels(seed.organisation.id, at(0))
+          for (const name of ['production', 'staging', 'development']) {
+            await expectConflict(arrange((writer) => writer.insertLabel(makeLabel(seed.organisation.id, seed.workspace.id, { name }))), 'name')
+          }
+          const canary = makeLabel(seed.organisation.id, seed.workspace.id, { name: 'canary' })
+          await arrange((writer) => writer.insertLabel(canary))
+          await expectConflict(arrange((writer) => writer.insertLabel(makeLabel(seed.organisation.id, seed.workspace.id, { name: 'canary' }))), 'name')
+          await expectConflict(
+            arrange((writer) => writer.updateLabel({ ...canary, name: 'production', lastUpdatedAt: at(9_000) }, canary.lastUpdatedAt)),
+            'name',
+          )
+          // The same name in another workspace is another label.
+          const elsewhere = makeLabel(seed.organisation.id, other.id, { name: 'canary' })
+          await arrange((writer) => writer.insertLabel(elsewhere))
+          await expectConflict(
+            arrange((writer) => writer.updateLabel({ ...elsewhere, workspaceId: seed.workspace.id, lastUpdatedAt: at(9_000) }, elsewhere.lastUpdatedAt)),
+            'name',
+          )
+          // A second built-in of the same name in one organisation is refused too.
+          await expectConflict(arrange((writer) => writer.insertLabel(makeLabel(seed.organisation.id, null, { name: 'staging' }))), 'name')
+          expect((await store.listLabels(seed.organisation.id, {}, everything)).total).toBe(5)
+          expect(await store.findLabel(seed.organisation.id, canary.id)).toEqual(canary)
+        })
+      })
+
+      describe('listings', () => {
+        it('lists prompts in creation order with workspace, collection and search filters, paging and totals', async () => {
+          const seed = await bootstrapped()
+          const stranger = await bootstrapped()
+          const other = makeWorkspace(seed.organisation.id)
+          const main = makeCollection(seed.organisation.id, seed.workspace.id, { isDefault: true })
+          const side = makeCollection(seed.organisation.id, seed.workspace.id)
+          const elsewhere = makeCollection(seed.organisation.id, other.id, { isDefault: true })
+          const foreignCollection = makeCollection(stranger.organisation.id, stranger.workspace.id, { isDefault: true })
+          await arrange(async (writer) => {
+            await writer.insertWorkspace(other)
+            for (const collection of [main, side, elsewhere, foreignCollection]) await writer.insertCollection(collection)
+          })
+          const prompts = [
+            makePrompt(main, { name: 'Support Reply', slug: 'pp-support-reply-a1b2c3', createdAt: at(3_000) }),
+            makePrompt(main, { name: 'Summariser', slug: 'pp-summariser-d4e5f6', createdAt: at(1_000) }),
+            makePrompt(side, { name: 'Translator', slug: 'pp-translator-0a0b0c', createdAt: at(1_000) }),
+            makePrompt(side, { name: 'Classifier', slug: 'pp-support-triage-ffffff', createdAt: at(2_000) }),
+            makePrompt(elsewhere, { name: 'support (other workspace)', slug: 'pp-other-111111', createdAt: at(500) }),
+          ]
+          const foreign = makePrompt(foreignCollection, { name: 'Support Reply', slug: 'pp-support-reply-a1b2c3' })
+          await arrange(async (writer) => {
+            for (const prompt of [...prompts, foreign]) await writer.insertPrompt(prompt, makePromptVersion(prompt, 1))
+          })
+          const [reply, summariser, translator, classifier, otherPrompt] = prompts as [PromptRecord, PromptRecord, PromptRecord, PromptRecord, PromptRecord]
+
+          const all = await store.listPrompts(seed.organisation.id, {}, everything)
+          expect(all).toEqual({ total: 5, items: byCreation(prompts) })
+          const inWorkspace = byCreation([reply, summariser, translator, classifier])
+          expect(await store.listPrompts(seed.organisation.id, { workspaceId: seed.workspace.id }, everything)).toEqual({ total: 4, items: inWorkspace })
+          expect(await store.listPrompts(seed.organisation.id, { workspaceId: seed.workspace.id }, { offset: 1, limit: 2 })).toEqual({
+            total: 4,
+            items: inWorkspace.slice(1, 3),
+          })
+          expect(await store.listPrompts(seed.organisation.id, { workspaceId: seed.workspace.id }, { offset: 10, limit: 2 })).toEqual({ total: 4, items: [] })
+          expect(await store.listPrompts(seed.organisation.id, { collectionId: side.id }, everything)).toEqual({
+            total: 2,
+            items: byCreation([translator, classifier]),
+          })
+          // Case-insensitive substring of the name or the slug.
+          expect(await store.listPrompts(seed.organisation.id, { search: 'SUPPORT' }, everything)).toEqual({
+            total: 3,
+            items: byCreation([otherPrompt, reply, classifier]),
+          })
+          expect(await store.listPrompts(seed.organisation.id, { workspaceId: seed.workspace.id, search: 'sUpPoRt' }, everything)).toEqual({
+            total: 2,
+            items: byCreation([reply, classifier]),
+          })
+          expect(await store.listPrompts(seed.organisation.id, { search: 'mmaris' }, everything)).toEqual({ total: 1, items: [summariser] })
+          expect(await store.listPrompts(seed.organisation.id, { search: '(other' }, everything)).toEqual({ total: 1, items: [otherPrompt] })
+          for (const literal of ['%', '_', '.*', '[a-z]']) {
+            expect((await store.listPrompts(seed.organisation.id, { search: literal }, everything)).total, literal).toBe(0)
+          }
+          expect(await store.listPrompts(stranger.organisation.id, {}, everything)).toEqual({ total: 1, items: [foreign] })
+        })
+
+        it('lists collections and partials in creation order with their filters', async () => {
+          const seed = await bootstrapped()
+          const stranger = await bootstrapped()
+          const other = makeWorkspace(seed.organisation.id)
+          const collections = [
+            makeCollection(seed.organisation.id, seed.workspace.id, { name: 'Default', slug: 'default-aaaaaa', isDefault: true, createdAt: at(2_000) }),
+            makeCollection(seed.organisation.id, seed.workspace.id, { name: 'Marketing Copy', slug: 'marketing-bbbbbb', createdAt: at(1_000) }),
+            makeCollection(seed.organisation.id, other.id, { name: 'Default', slug: 'default-cccccc', isDefault: true, createdAt: at(1_000) }),
+          ]
+          const foreign = makeCollection(stranger.organisation.id, stranger.workspace.id, { name: 'Marketing' })
+          const [defaultOne, marketing, otherDefault] = collections as [CollectionRecord, CollectionRecord, CollectionRecord]
+          const partials = [
+            makePartial(seed.organisation.id, seed.workspace.id, { collectionId: marketing.id, createdAt: at(3_000) }),
+            makePartial(seed.organisation.id, seed.workspace.id, { createdAt: at(1_000) }),
+            makePartial(seed.organisation.id, other.id, { collectionId: otherDefault.id, createdAt: at(2_000) }),
+          ]
+          await arrange(async (writer) => {
+            await writer.insertWorkspace(other)
+            for (const collection of [...collections, foreign]) await writer.insertCollection(collection)
+            for (const partial of partials) await writer.insertPartial(partial, makePartialVersion(partial, 1))
+          })
+          expect(await store.listCollections(seed.organisation.id, {}, everything)).toEqual({ total: 3, items: byCreation(collections) })
+          expect(await store.listCollections(seed.organisation.id, { workspaceId: seed.workspace.id }, everything)).toEqual({
+            total: 2,
+            items: [marketing, defaultOne],
+          })
+          expect(await store.listCollections(seed.organisation.id, { workspaceId: seed.workspace.id }, { offset: 1, limit: 1 })).toEqual({
+            total: 2,
+            items: [defaultOne],
+          })
+          expect(await store.listCollections(seed.organisation.id, { search: 'MARKET' }, everything)).toEqual({ total: 1, items: [marketing] })
+          expect(await store.listCollections(seed.organisation.id, { search: 'cccccc' }, everything)).toEqual({ total: 1, items: [otherDefault] })
+          expect(await store.findDefaultCollection(other.id)).toEqual(otherDefault)
+
+          const [inMarketing, loose, inOther] = partials as [PartialRecord, PartialRecord, PartialRecord]
+          expect(await store.listPartials(seed.organisation.id, {}, everything)).toEqual({ total: 3, items: [loose, inOther, inMarketing] })
+          expect(await store.listPartials(seed.organisation.id, { workspaceId: seed.workspace.id }, everything)).toEqual({
+            total: 2,
+            items: [loose, inMarketing],
+          })
+          expect(await store.listPartials(seed.organisation.id, { collectionId: marketing.id }, everything)).toEqual({ total: 1, items: [inMarketing] })
+          expect(await store.listPartials(seed.organisation.id, {}, { offset: 2, limit: 5 })).toEqual({ total: 3, items: [inMarketing] })
+          expect(await store.listPartials(stranger.organisation.id, {}, everything)).toEqual({ total: 0, items: [] })
+        })
+      })
+
+      describe('uniqueness', () => {
+        it('refuses duplicate prompt slugs in an organisation and duplicate version numbers of a prompt', async () => {
+          const first = await bootstrapped()
+          const second = await bootstrapped()
+          const collection = await defaultCollection(first)
+          const secondCollection = await defaultCollection(second)
+          const { prompt, versions } = await promptWithVersions(collection, 2)
+          const twin = makePrompt(collection, { slug: prompt.slug })
+          await expectConflict(arrange((writer) => writer.insertPrompt(twin, makePromptVersion(twin, 1))), 'slug')
+          expect(await store.findPrompt(first.organisation.id, twin.id)).toBeNull()
+          expect(await store.listPromptVersions(twin.id)).toEqual([])
+
+          await expectConflict(arrange((writer) => writer.insertPromptVersion(makePromptVersion(prompt, 2))), 'version')
+          expect(await store.listPromptVersions(prompt.id)).toEqual([...versions].reverse())
+
+          // Another organisation may use the slug; another prompt the version numbers.
+          const elsewhere = makePrompt(secondCollection, { slug: prompt.slug })
+          await arrange((writer) => writer.insertPrompt(elsewhere, makePromptVersion(elsewhere, 1)))
+          expect(await store.findPrompt(second.organisation.id, prompt.slug)).toEqual(elsewhere)
+          expect(await store.findPrompt(first.organisation.id, prompt.slug)).toEqual(prompt)
+
+          const renamed = await promptWithVersions(collection, 1)
+          await expectConflict(
+            arrange((writer) => writer.updatePrompt({ ...renamed.prompt, slug: prompt.slug, lastUpdatedAt: at(9_000) }, renamed.prompt.lastUpdatedAt)),
+            'slug',
+          )
+        })
+
+        it('refuses a second default collection of a workspace and a duplicate collection slug', async () => {
+          const seed = await bootstrapped()
+          const other = makeWorkspace(seed.organisation.id)
+          await arrange((writer) => writer.insertWorkspace(other))
+          const main = await defaultCollection(seed)
+          await expectConflict(
+            arrange((writer) => writer.insertCollection(makeCollection(seed.organisation.id, seed.workspace.id, { isDefault: true }))),
+            'isDefault',
+          )
+          await expectConflict(
+            arrange((writer) => writer.insertCollection(makeCollection(seed.organisation.id, other.id, { slug: main.slug }))),
+            'slug',
+          )
+          // Any number of other collections, and another workspace's default.
+          const plain = [makeCollection(seed.organisation.id, seed.workspace.id), makeCollection(seed.organisation.id, seed.workspace.id)]
+          const otherDefault = makeCollection(seed.organisation.id, other.id, { isDefault: true })
+          await arrange(async (writer) => {
+            for (const collection of [...plain, otherDefault]) await writer.insertCollection(collection)
+          })
+          await expectConflict(
+            arrange((writer) =>
+              writer.updateCollection({ ...(plain[0] as CollectionRecord), isDefault: true, lastUpdatedAt: at(9_000) }, (plain[0] as CollectionRecord).lastUpdatedAt),
+            ),
+            'isDefault',
+          )
+          expect(await store.findDefaultCollection(seed.workspace.id)).toEqual(main)
+          expect(await store.findDefaultCollection(other.id)).toEqual(otherDefault)
+
+          // Handing the default over within one write: the old one first stops being the default.
+          const next = plain[1] as CollectionRecord
+          await arrange(async (writer) => {
+            expect(await writer.updateCollection({ ...main, isDefault: false, lastUpdatedAt: at(9_000) }, main.lastUpdatedAt)).toBe(true)
+            expect(await writer.updateCollection({ ...next, isDefault: true, lastUpdatedAt: at(9_000) }, next.lastUpdatedAt)).toBe(true)
+          })
+          expect(await store.findDefaultCollection(seed.workspace.id)).toEqual({ ...next, isDefault: true, lastUpdatedAt: at(9_000) })
+        })
+
+        it('refuses duplicate partial slugs in an organisation, names in a workspace, and version numbers', async () => {
+          const seed = await bootstrapped()
+          const other = makeWorkspace(seed.organisation.id)
+          await arrange((writer) => writer.insertWorkspace(other))
+          const partial = makePartial(seed.organisation.id, seed.workspace.id, { name: 'greeting' })
+          await arrange((writer) => writer.insertPartial(partial, makePartialVersion(partial, 1)))
+          const sameSlug = makePartial(seed.organisation.id, other.id, { slug: partial.slug })
+          await expectConflict(arrange((writer) => writer.insertPartial(sameSlug, makePartialVersion(sameSlug, 1))), 'slug')
+          const sameName = makePartial(seed.organisation.id, seed.workspace.id, { name: 'greeting' })
+          await expectConflict(arrange((writer) => writer.insertPartial(sameName, makePartialVersion(sameName, 1))), 'name')
+          await expectConflict(arrange((writer) => writer.insertPartialVersion(makePartialVersion(partial, 1))), 'version')
+          expect(await store.listPartialVersions(sameName.id)).toEqual([])
+
+          const elsewhere = makePartial(seed.organisation.id, other.id, { name: 'greeting' })
+          await arrange((writer) => writer.insertPartial(elsewhere, makePartialVersion(elsewhere, 1)))
+          expect(await store.findPartialByName(other.id, 'greeting')).toEqual(elsewhere)
+          await expectConflict(
+            arrange((writer) => writer.updatePartial({ ...elsewhere, workspaceId: seed.workspace.id, lastUpdatedAt: at(9_000) }, elsewhere.lastUpdatedAt)),
+            'name',
+          )
+          expect(await store.findPartialByName(seed.workspace.id, 'greeting')).toEqual(partial)
+        })
+      })
+
+      describe('optimistic updates', () => {
+        it('applies prompt, collection, label and partial updates only at the expected lastUpdatedAt, within the organisation', async () => {
+          const seed = await bootstrapped()
+          const stranger = await bootstrapped()
+          const collection = await defaultCollection(seed)
+          const { prompt } = await promptWithVersions(collection, 1)
+          const label = makeLabel(seed.organisation.id, seed.workspace.id)
+          const partial = makePartial(seed.organisation.id, seed.workspace.id)
+          await arrange(async (writer) => {
+            await writer.insertLabel(label)
+            await writer.insertPartial(partial, makePartialVersion(partial, 1))
+          })
+          const later = at(60_000)
+          const stale = at(59_000)
+          const cases = [
+            {
+              stale: (writer: AdminWriter) => writer.updatePrompt({ ...prompt, name: 'Stale' }, stale),
+              foreign: (writer: AdminWriter) => writer.updatePrompt({ ...prompt, organisationId: stranger.organisation.id, name: 'Foreign' }, prompt.lastUpdatedAt),
+              fresh: (writer: AdminWriter) => writer.updatePrompt({ ...prompt, name: 'Fresh', lastUpdatedAt: later }, prompt.lastUpdatedAt),
+              read: () => store.findPrompt(seed.organisation.id, prompt.id),
+              expected: { ...prompt, name: 'Fresh', lastUpdatedAt: later },
+            },
+            {
+              stale: (writer: AdminWriter) => writer.updateCollection({ ...collection, name: 'Stale' }, stale),
+              foreign: (writer: AdminWriter) =>
+                writer.updateCollection({ ...collection, organisationId: stranger.organisation.id, name: 'Foreign' }, collection.lastUpdatedAt),
+              fresh: (writer: AdminWriter) => writer.updateCollection({ ...collection, name: 'Fresh', lastUpdatedAt: later }, collection.lastUpdatedAt),
+              read: () => store.findCollection(seed.organisation.id, collection.id),
+              expected: { ...collection, name: 'Fresh', lastUpdatedAt: later },
+            },
+            {
+              stale: (writer: AdminWriter) => writer.updateLabel({ ...label, name: 'stale' }, stale),
+              foreign: (writer: AdminWriter) => writer.updateLabel({ ...label, organisationId: stranger.organisation.id, name: 'foreign' }, label.lastUpdatedAt),
+              fresh: (writer: AdminWriter) =>
+                writer.updateLabel({ ...label, name: 'fresh', colorCode: '#000000', lastUpdatedAt: later }, label.lastUpdatedAt),
+              read: () => store.findLabel(seed.organisation.id, label.id),
+              expected: { ...label, name: 'fresh', colorCode: '#000000', lastUpdatedAt: later },
+            },
+            {
+              stale: (writer: AdminWriter) => writer.updatePartial({ ...partial, name: 'stale' }, stale),
+              foreign: (writer: AdminWriter) => writer.updatePartial({ ...partial, organisationId: stranger.organisation.id, name: 'foreign' }, partial.lastUpdatedAt),
+              fresh: (writer: AdminWriter) => writer.updatePartial({ ...partial, name: 'fresh', latestVersion: 1, lastUpdatedAt: later }, partial.lastUpdatedAt),
+              read: () => store.findPartial(seed.organisation.id, partial.id),
+              expected: { ...partial, name: 'fresh', lastUpdatedAt: later },
+            },
+          ]
+          for (const [index, step] of cases.entries()) {
+            const before = await step.read()
+            expect(await arrange(step.stale), `stale ${index}`).toBe(false)
+            expect(await arrange(step.foreign), `foreign ${index}`).toBe(false)
+            expect(await step.read()).toEqual(before)
+            expect(await arrange(step.fresh), `fresh ${index}`).toBe(true)
+            expect(await step.read()).toEqual(step.expected)
+            // The version read before the update is stale now.
+            expect(await arrange(step.fresh), `again ${index}`).toBe(false)
+          }
+        })
+      })
+
+      describe('deletes', () => {
+        it('deletes a prompt with all its versions, and partials with theirs, within the organisation', async () => {
+          const first = await bootstrapped()
+          const second = await bootstrapped()
+          const collection = await defaultCollection(first)
+          const doomed = await promptWithVersions(collection, 3)
+          const kept = await promptWithVersions(collection, 1)
+          const partial = makePartial(first.organisation.id, first.workspace.id)
+          const partialVersions = [makePartialVersion(partial, 1), makePartialVersion(partial, 2)]
+          await arrange(async (writer) => {
+            await writer.insertPartial(partial, partialVersions[0] as PartialVersionRecord)
+            await writer.insertPartialVersion(partialVersions[1] as PartialVersionRecord)
+          })
+
+          expect(await arrange((writer) => writer.deletePrompt(second.organisation.id, doomed.prompt.id))).toBe(false)
+          expect(await store.listPromptVersions(doomed.prompt.id)).toHaveLength(3)
+          expect(await arrange((writer) => writer.deletePrompt(first.organisation.id, doomed.prompt.id))).toBe(true)
+          expect(await store.findPrompt(first.organisation.id, doomed.prompt.id)).toBeNull()
+          expect(await store.listPromptVersions(doomed.prompt.id)).toEqual([])
+          expect(await store.findPromptVersion(doomed.prompt.id, { kind: 'latest' })).toBeNull()
+          expect(await store.listPromptVersions(kept.prompt.id)).toEqual(kept.versions)
+          expect(await arrange((writer) => writer.deletePrompt(first.organisation.id, doomed.prompt.id))).toBe(false)
+
+          expect(await arrange((writer) => writer.deletePartial(second.organisation.id, partial.id))).toBe(false)
+          expect(await arrange((writer) => writer.deletePartial(first.organisation.id, partial.id))).toBe(true)
+          expect(await store.findPartial(first.organisation.id, partial.id)).toBeNull()
+          expect(await store.findPartialByName(first.workspace.id, partial.name)).toBeNull()
+          expect(await store.listPartialVersions(partial.id)).toEqual([])
+          expect(await arrange((writer) => writer.deletePartial(first.organisation.id, partial.id))).toBe(false)
+        })
+
+        it('deletes only an empty collection: a prompt, a partial or a child collection in it is a conflict', async () => {
+          const first = await bootstrapped()
+          const second = await bootstrapped()
+          const withPrompt = makeCollection(first.organisation.id, first.workspace.id)
+          const withPartial = makeCollection(first.organisation.id, first.workspace.id)
+          const parent = makeCollection(first.organisation.id, first.workspace.id)
+          const child = makeCollection(first.organisation.id, first.workspace.id, { parentCollectionId: parent.id })
+          const empty = makeCollection(first.organisation.id, first.workspace.id)
+          const prompt = makePrompt(withPrompt)
+          const partial = makePartial(first.organisation.id, first.workspace.id, { collectionId: withPartial.id })
+          await arrange(async (writer) => {
+            for (const collection of [withPrompt, withPartial, parent, child, empty]) await writer.insertCollection(collection)
+            await writer.insertPrompt(prompt, makePromptVersion(prompt, 1))
+            await writer.insertPartial(partial, makePartialVersion(partial, 1))
+          })
+          for (const collection of [withPrompt, withPartial, parent]) {
+            await expectConflict(arrange((writer) => writer.deleteCollection(first.organisation.id, collection.id)), 'collectionId')
+            expect(await store.findCollection(first.organisation.id, collection.id)).toEqual(collection)
+          }
+          expect(await arrange((writer) => writer.deleteCollection(second.organisation.id, empty.id))).toBe(false)
+          expect(await arrange((writer) => writer.deleteCollection(first.organisation.id, empty.id))).toBe(true)
+          expect(await store.findCollection(first.organisation.id, empty.id)).toBeNull()
+          expect(await arrange((writer) => writer.deleteCollection(first.organisation.id, empty.id))).toBe(false)
+
+          // Emptied, they go: the prompt deleted, the partial moved out, the child deleted first.
+          await arrange(async (writer) => {
+            await writer.deletePrompt(first.organisation.id, prompt.id)
+            expect(await writer.deleteCollection(first.organisation.id, withPrompt.id)).toBe(true)
+            await writer.updatePartial({ ...partial, collectionId: null, lastUpdatedAt: at(9_000) }, partial.lastUpdatedAt)
+            expect(await writer.deleteCollection(first.organisation.id, withPartial.id)).toBe(true)
+            expect(await writer.deleteCollection(first.organisation.id, child.id)).toBe(true)
+            expect(await writer.deleteCollection(first.organisation.id, parent.id)).toBe(true)
+          })
+          expect((await store.listCollections(first.organisation.id, {}, everything)).total).toBe(0)
+        })
+
+        it('deletes a workspace with its collections, prompts, versions, partials and labels; counts its prompts as dependants', async () => {
+          const seed = await bootstrapped()
+          const doomed = makeWorkspace(seed.organisation.id)
+          await arrange((writer) => writer.insertWorkspace(doomed))
+          await store.ensureBuiltInLabels(seed.organisation.id, at(0))
+          const doomedCollection = makeCollection(seed.organisation.id, doomed.id, { isDefault: true })
+          const keptCollection = await defaultCollection(seed)
+          await arrange((writer) => writer.insertCollection(doomedCollection))
+          const doomedPrompts = [await promptWithVersions(doomedCollection, 2), await promptWithVersions(doomedCollection, 1)]
+          const keptPrompt = await promptWithVersions(keptCollection, 2)
+          const doomedLabel = makeLabel(seed.organisation.id, doomed.id, { name: 'canary' })
+          const keptLabel = makeLabel(seed.organisation.id, seed.workspace.id, { name: 'canary' })
+          const doomedPartial = makePartial(seed.organisation.id, doomed.id, { name: 'footer', collectionId: doomedCollection.id })
+          const keptPartial = makePartial(seed.organisation.id, seed.workspace.id, { name: 'footer' })
+          await arrange(async (writer) => {
+            await writer.insertLabel(doomedLabel)
+            await writer.insertLabel(keptLabel)
+            await writer.insertPartial(doomedPartial, makePartialVersion(doomedPartial, 1))
+            await writer.insertPartialVersion(makePartialVersion(doomedPartial, 2))
+            await writer.insertPartial(keptPartial, makePartialVersion(keptPartial, 1))
+            const [labelled] = doomedPrompts
+            if (labelled !== undefined) await writer.setPromptVersionLabel(labelled.prompt.id, labelled.versions[0]?.id ?? '', doomedLabel.id)
+          })
+          expect(await store.workspaceDependants(seed.organisation.id, doomed.id)).toEqual({ apiKeys: 0, virtualKeys: 0, configs: 0, prompts: 2 })
+          expect(await store.workspaceDependants(seed.organisation.id, seed.workspace.id)).toEqual({ apiKeys: 0, virtualKeys: 0, configs: 0, prompts: 1 })
+
+          await arrange((writer) => writer.deleteWorkspace(seed.organisation.id, doomed.id))
+
+          expect(await store.workspaceDependants(seed.organisation.id, doomed.id)).toEqual({ apiKeys: 0, virtualKeys: 0, configs: 0, prompts: 0 })
+          expect(await store.findCollection(seed.organisation.id, doomedCollection.id)).toBeNull()
+          expect(await store.findDefaultCollection(doomed.id)).toBeNull()
+          for (const { prompt } of doomedPrompts) {
+            expect(await store.findPrompt(seed.organisation.id, prompt.id)).toBeNull()
+            expect(await store.listPromptVersions(prompt.id)).toEqual([])
+          }
+          expect(await store.findLabel(seed.organisation.id, doomedLabel.id)).toBeNull()
+          expect(await store.findPartial(seed.organisation.id, doomedPartial.id)).toBeNull()
+          expect(await store.listPartialVersions(doomedPartial.id)).toEqual([])
+          expect(await store.findPartialByName(doomed.id, 'footer')).toBeNull()
+
+          expect(await store.findDefaultCollection(seed.workspace.id)).toEqual(keptCollection)
+          expect(await store.listPromptVersions(keptPrompt.prompt.id)).toEqual([...keptPrompt.versions].reverse())
+          expect(await store.findLabelByName(seed.organisation.id, seed.workspace.id, 'canary')).toEqual(keptLabel)
+          expect(await store.findPartialByName(seed.workspace.id, 'footer')).toEqual(keptPartial)
+          // The built-in labels belong to the organisation and stay.
+          expect((await store.listLabels(seed.organisation.id, {}, everything)).items.filter((label) => label.isUniversal)).toHaveLength(3)
+        })
+
+        it('does not cascade into a workspace of another organisation with the same id', async () => {
+          const first = await bootstrapped()
+          const second = await bootstrapped()
+          const collection = await defaultCollection(first)
+          const { prompt, versions } = await promptWithVersions(collection, 1)
+          expect(await store.workspaceDependants(second.organisation.id, first.workspace.id)).toMatchObject({ prompts: 0 })
+          await arrange((writer) => writer.deleteWorkspace(second.organisation.id, first.workspace.id))
+          expect(await store.findPrompt(first.organisation.id, prompt.id)).toEqual(prompt)
+          expect(await store.listPromptVersions(prompt.id)).toEqual(versions)
+          expect(await store.findDefaultCollection(first.workspace.id)).toEqual(collection)
+        })
+      })
+
+      describe('write', () => {
+        it('keeps nothing of a prompt write, audit entry included, when the work throws', async () => {
+          const seed = await bootstrapped()
+          const collection = await defaultCollection(seed)
+          const existing = await promptWithVersions(collection, 1)
+          const existingVersion = existing.versions[0] as PromptVersionRecord
+          const label = makeLabel(seed.organisation.id, seed.workspace.id)
+          await arrange((writer) => writer.insertLabel(label))
+          const fresh = makeCollection(seed.organisation.id, seed.workspace.id)
+          const prompt = makePrompt(fresh)
+          const partial = makePartial(seed.organisation.id, seed.workspace.id)
+          const failure = new Error('changed my mind')
+          const audit = makeAudit(seed.organisation.id, { resourceType: 'prompt' })
+
+          const error = await rejectionOf(
+            store.write(audit, async (writer) => {
+              await writer.insertCollection(fresh)
+              await writer.insertPrompt(prompt, makePromptVersion(prompt, 1))
+              await writer.insertPromptVersion(makePromptVersion(prompt, 2))
+              await writer.insertPromptVersion(makePromptVersion(existing.prompt, 2))
+              await writer.updatePrompt({ ...existing.prompt, latestVersion: 2, lastUpdatedAt: at(9_000) }, existing.prompt.lastUpdatedAt)
+              await writer.setPromptVersionLabel(existing.prompt.id, existingVersion.id, label.id)
+              await writer.deleteLabel(seed.organisation.id, label.id)
+              await writer.insertPartial(partial, makePartialVersion(partial, 1))
+              throw failure
+            }),
+          )
+          expect(error).toBe(failure)
+          expect(await store.findCollection(seed.organisation.id, fresh.id)).toBeNull()
+          expect(await store.findPrompt(seed.organisation.id, prompt.id)).toBeNull()
+          expect(await store.listPromptVersions(prompt.id)).toEqual([])
+          expect(await store.findPrompt(seed.organisation.id, existing.prompt.id)).toEqual(existing.prompt)
+          expect(await store.listPromptVersions(existing.prompt.id)).toEqual(existing.versions)
+          expect(await store.findLabel(seed.organisation.id, label.id)).toEqual(label)
+          expect(await store.findPartial(seed.organisation.id, partial.id)).toBeNull()
+          expect(await auditsOf(seed.organisation.id)).toEqual([])
+        })
+
+        it('stores a prompt with its first version and the audit entry together', async () => {
+          const seed = await bootstrapped()
+          const collection = makeCollection(seed.organisation.id, seed.workspace.id, { isDefault: true })
+          const prompt = makePrompt(collection)
+          const version = makePromptVersion(prompt, 1)
+          const audit = makeAudit(seed.organisation.id, { resourceType: 'prompt', resourceId: prompt.slug })
+          const result = await store.write(audit, async (writer) => {
+            await writer.insertCollection(collection)
+            await writer.insertPrompt(prompt, version)
+            return prompt.id
+          })
+          expect(result).toBe(prompt.id)
+          expect(await store.findPrompt(seed.organisation.id, prompt.slug)).toEqual(prompt)
+          expect(await store.findPromptVersion(prompt.id, { kind: 'published' })).toEqual(version)
+          expect(await auditsOf(seed.organisation.id)).toEqual([audit])
+        })
       })
     })
   })

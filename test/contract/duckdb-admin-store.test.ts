@@ -8,9 +8,15 @@ import {
   COLUMNS,
   apiKeyRow,
   auditRow,
+  collectionRow,
   inviteRow,
+  labelRow,
   memberRow,
   organisationRow,
+  partialRow,
+  partialVersionRow,
+  promptRow,
+  promptVersionRow,
   userRow,
   virtualKeyRow,
   workspaceRow,
@@ -19,7 +25,18 @@ import { DuckDbAdminStore } from '../../adapters/embedded/duckdb-admin-store.js'
 import { conflictFor } from '../../adapters/embedded/duckdb-conflicts.js'
 import { DuckDbDatabase } from '../../adapters/embedded/duckdb-database.js'
 import { ADMIN_TABLES } from '../../adapters/embedded/duckdb-schema.js'
-import type { AuditEntry, BootstrapSeed, InviteRecord, VirtualKeyRecord } from '../../core/admin-records.js'
+import type {
+  AuditEntry,
+  BootstrapSeed,
+  CollectionRecord,
+  InviteRecord,
+  LabelRecord,
+  PartialRecord,
+  PartialVersionRecord,
+  PromptRecord,
+  PromptVersionRecord,
+  VirtualKeyRecord,
+} from '../../core/admin-records.js'
 import { describeAdminStoreContract } from './admin-store.contract.js'
 
 const directories: string[] = []
@@ -137,6 +154,60 @@ function virtualKey(organisationId: string, workspaceId: string, overrides: Part
     createdAt: CREATED,
     lastUpdatedAt: CREATED,
     ...overrides,
+  }
+}
+
+function promptCollection(organisationId: string, workspaceId: string): CollectionRecord {
+  return {
+    id: randomUUID(),
+    slug: `default-${randomUUID().slice(0, 6)}`,
+    organisationId,
+    workspaceId,
+    name: 'Default',
+    parentCollectionId: null,
+    isDefault: true,
+    status: 'active',
+    createdAt: CREATED,
+    lastUpdatedAt: CREATED,
+  }
+}
+
+function promptOf(collection: CollectionRecord): PromptRecord {
+  return {
+    id: randomUUID(),
+    slug: `pp-support-${randomUUID().slice(0, 6)}`,
+    organisationId: collection.organisationId,
+    workspaceId: collection.workspaceId,
+    collectionId: collection.id,
+    name: 'Support',
+    status: 'active',
+    publishedVersion: 1,
+    latestVersion: 1,
+    createdAt: CREATED,
+    lastUpdatedAt: CREATED,
+  }
+}
+
+function promptVersion(prompt: PromptRecord): PromptVersionRecord {
+  return {
+    id: randomUUID(),
+    promptId: prompt.id,
+    organisationId: prompt.organisationId,
+    workspaceId: prompt.workspaceId,
+    version: 1,
+    template: '[{"role":"user","content":"{{question}}"}]',
+    parameters: { temperature: 0 },
+    model: 'gpt-4o-mini',
+    virtualKey: null,
+    functions: null,
+    tools: [{ type: 'function', function: { name: 'f' } }],
+    toolChoice: 'auto',
+    description: null,
+    templateMetadata: null,
+    isRawTemplate: false,
+    labelId: null,
+    status: 'active',
+    createdAt: CREATED,
   }
 }
 
@@ -456,6 +527,44 @@ describe('DuckDB admin rows', () => {
       acceptedAt: null,
       lastUpdatedAt: CREATED,
     }
+    const collection = promptCollection(records.organisation.id, records.workspace.id)
+    const prompt = promptOf(collection)
+    const label: LabelRecord = {
+      id: randomUUID(),
+      organisationId: records.organisation.id,
+      workspaceId: records.workspace.id,
+      name: 'canary',
+      description: null,
+      colorCode: null,
+      isUniversal: false,
+      status: 'active',
+      createdAt: CREATED,
+      lastUpdatedAt: CREATED,
+    }
+    const partial: PartialRecord = {
+      id: randomUUID(),
+      slug: 'partial-abc123',
+      organisationId: records.organisation.id,
+      workspaceId: records.workspace.id,
+      collectionId: null,
+      name: 'footer',
+      status: 'active',
+      publishedVersion: 1,
+      latestVersion: 1,
+      createdAt: CREATED,
+      lastUpdatedAt: CREATED,
+    }
+    const partialVersion: PartialVersionRecord = {
+      id: randomUUID(),
+      partialId: partial.id,
+      organisationId: partial.organisationId,
+      workspaceId: partial.workspaceId,
+      version: 1,
+      template: 'Regards',
+      description: null,
+      status: 'active',
+      createdAt: CREATED,
+    }
     const written = {
       organisations: organisationRow(records.organisation),
       users: userRow(records.owner),
@@ -465,6 +574,12 @@ describe('DuckDB admin rows', () => {
       api_keys: apiKeyRow(records.adminKey),
       virtual_keys: virtualKeyRow(virtualKey(records.organisation.id, records.workspace.id)),
       audit_log: auditRow(audit(null)),
+      collections: collectionRow(collection),
+      prompts: promptRow(prompt),
+      prompt_versions: promptVersionRow(promptVersion(prompt)),
+      labels: labelRow(label),
+      partials: partialRow(partial),
+      partial_versions: partialVersionRow(partialVersion),
     }
     for (const [table, row] of Object.entries(written)) {
       expect([...COLUMNS[table as keyof typeof COLUMNS]].sort(), table).toEqual(Object.keys(row).sort())
@@ -577,7 +692,20 @@ describe('DuckDbAdminStore migration from the first release', () => {
     const providerKey = virtualKey(orgId, workspaceId)
     await store.write(audit(orgId), (writer) => writer.insertVirtualKey(providerKey))
     expect(await store.findVirtualKey(orgId, providerKey.slug)).toEqual(providerKey)
-    expect(await store.workspaceDependants(orgId, workspaceId)).toEqual({ apiKeys: 1, virtualKeys: 1, configs: 0 })
+    expect(await store.workspaceDependants(orgId, workspaceId)).toEqual({ apiKeys: 1, virtualKeys: 1, configs: 0, prompts: 0 })
+
+    // Nor prompt templates: their tables are created on start too.
+    await store.ensureBuiltInLabels(orgId, later)
+    const collection = promptCollection(orgId, workspaceId)
+    const prompt = promptOf(collection)
+    const firstVersion = promptVersion(prompt)
+    await store.write(audit(orgId), async (writer) => {
+      await writer.insertCollection(collection)
+      await writer.insertPrompt(prompt, firstVersion)
+    })
+    expect(await store.findPromptVersion(prompt.id, { kind: 'published' })).toEqual(firstVersion)
+    expect(await store.findLabelByName(orgId, workspaceId, 'production')).toMatchObject({ isUniversal: true })
+    expect(await store.workspaceDependants(orgId, workspaceId)).toEqual({ apiKeys: 1, virtualKeys: 1, configs: 0, prompts: 1 })
 
     // The filled columns are NOT NULL like in a fresh file, and a second start changes nothing.
     const check = await reopened.openSession()
