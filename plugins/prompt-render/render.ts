@@ -2,8 +2,9 @@
  * Prompt template rendering (API.md §3), pure: compiled once per prompt version, rendered per
  * request with the caller's `variables`.
  *
- * - A chat template is a JSON array of messages; a completion template (or a version saved with
- *   `is_raw_template`) is plain text. Mustache runs inside each message's `content` string and each
+ * - A chat template is a JSON array of messages; a completion template is plain text. The kind is
+ *   the version's `isRawTemplate` (the Admin API sets it when it saves the template: anything that
+ *   is not a JSON array is plain text). Mustache runs inside each message's `content` string and each
  *   `text` part of multi-part content, never over the JSON text, and the request body is built as
  *   objects and serialised afterwards: a value can never add, end or reshape a message.
  * - The renderer is mustache.js's `Writer` with a per-call `escape` that returns the value unchanged
@@ -168,9 +169,11 @@ function chatMessagesOf(source: Pick<TemplateSource, 'template' | 'isRawTemplate
   try {
     parsed = JSON.parse(source.template)
   } catch {
-    return null
+    parsed = null
   }
-  if (!Array.isArray(parsed)) return null
+  // The Admin API saves every template that is not a JSON array as raw text: one that is not must
+  // not be sent to /completions as if it were.
+  if (!Array.isArray(parsed)) return gatewayError(ERRORS.GW_PROMPT_TEMPLATE_INVALID, 'The chat template is not a JSON array of messages')
   for (let i = 0; i < parsed.length; i++) {
     const message: unknown = parsed[i]
     if (message === null || typeof message !== 'object' || Array.isArray(message) || typeof (message as Record<string, unknown>).role !== 'string') {
