@@ -96,9 +96,13 @@ export function newDefaultCollection(organisationId: string, workspaceId: string
 /** Writes that failed on a random slug or on a concurrent first use of the default collection are retried. */
 export const CREATE_ATTEMPTS = 3
 
-/** Whether a create failed only on something a retry changes: a random slug taken, or a default collection made meanwhile. */
+/**
+ * Whether a create failed only on something a retry changes: a random slug taken, or a default
+ * collection made meanwhile by a concurrent first prompt (the conflict's `param`, the record field).
+ */
 export function retryableConflict(error: unknown): boolean {
-  return isGatewayError(error) && error.code === ERRORS.GW_ADMIN_CONFLICT.code && /slug|default/i.test(error.message)
+  if (!isGatewayError(error) || error.code !== ERRORS.GW_ADMIN_CONFLICT.code) return false
+  return error.param === null ? /slug|default/i.test(error.message) : error.param === 'slug' || error.param === 'isDefault'
 }
 
 export function collectionView(collection: CollectionRecord, workspaceSlug: string): Record<string, unknown> {

@@ -113,6 +113,14 @@ describe('prompts', () => {
     await ok('DELETE', `/v1/prompts/${second.id}`)
   })
 
+  it('makes one default collection when the first prompts of a workspace are created at once', async () => {
+    const { key } = await gw.workspaceKey(PROMPT_SCOPES)
+    const made = await Promise.all(Array.from({ length: 6 }, (_, i) => call('POST', '/v1/prompts', { name: `p${i}`, string: 'x', parameters: {} }, key)))
+    for (const answer of made) expect(answer.status, answer.text).toBe(200)
+    const collections = await ok('GET', '/v1/collections', undefined, key)
+    expect(collections.data.map((item: Json) => [item.is_default, item.collection_details.prompts_count])).toEqual([[true, 6]])
+  })
+
   it('gets a prompt by slug or id with its published version', async () => {
     const bySlug = await ok('GET', `/v1/prompts/${prompt.slug}`)
     expect(bySlug).toMatchObject({
