@@ -19,6 +19,12 @@ export const ADMIN_COLLECTIONS = {
   apiKeys: 'api_keys',
   virtualKeys: 'virtual_keys',
   audit: 'audit_entries',
+  promptCollections: 'collections',
+  prompts: 'prompts',
+  promptVersions: 'prompt_versions',
+  labels: 'labels',
+  partials: 'partials',
+  partialVersions: 'partial_versions',
 } as const
 
 export type AdminCollectionRole = keyof typeof ADMIN_COLLECTIONS
@@ -190,6 +196,99 @@ export interface AuditDocument {
   client_ip: string | null
 }
 
+export interface CollectionDocument {
+  _id: string
+  slug: string
+  organisation_id: string
+  workspace_id: string
+  name: string
+  parent_collection_id: string | null
+  is_default: boolean
+  status: 'active' | 'archived'
+  created_at: Date
+  last_updated_at: Date
+}
+
+export interface PromptDocument {
+  _id: string
+  slug: string
+  organisation_id: string
+  workspace_id: string
+  collection_id: string
+  name: string
+  status: 'active' | 'archived'
+  published_version: number
+  latest_version: number
+  created_at: Date
+  last_updated_at: Date
+}
+
+/**
+ * One version of a prompt. The tenant's JSON values (parameters, functions, tools, tool choice,
+ * template metadata) are kept as JSON text, like `jwks_json`: their member names are the tenant's
+ * and must round-trip exactly, whatever characters (`$`, `.`) they hold. `null` text: not set.
+ */
+export interface PromptVersionDocument {
+  _id: string
+  prompt_id: string
+  organisation_id: string
+  workspace_id: string
+  version: number
+  template: string
+  parameters_json: string
+  model: string | null
+  virtual_key: string | null
+  functions_json: string | null
+  tools_json: string | null
+  tool_choice_json: string | null
+  description: string | null
+  template_metadata_json: string | null
+  is_raw_template: boolean
+  label_id: string | null
+  status: 'active' | 'archived'
+  created_at: Date
+}
+
+export interface LabelDocument {
+  _id: string
+  organisation_id: string
+  /** `null` for a built-in (universal) label. */
+  workspace_id: string | null
+  name: string
+  description: string | null
+  color_code: string | null
+  is_universal: boolean
+  status: 'active' | 'archived'
+  created_at: Date
+  last_updated_at: Date
+}
+
+export interface PartialDocument {
+  _id: string
+  slug: string
+  organisation_id: string
+  workspace_id: string
+  collection_id: string | null
+  name: string
+  status: 'active' | 'archived'
+  published_version: number
+  latest_version: number
+  created_at: Date
+  last_updated_at: Date
+}
+
+export interface PartialVersionDocument {
+  _id: string
+  partial_id: string
+  organisation_id: string
+  workspace_id: string
+  version: number
+  template: string
+  description: string | null
+  status: 'active' | 'archived'
+  created_at: Date
+}
+
 /** The typed collections of one database. */
 export interface AdminCollections {
   readonly organisations: Collection<OrganisationDocument>
@@ -200,6 +299,12 @@ export interface AdminCollections {
   readonly apiKeys: Collection<ApiKeyDocument>
   readonly virtualKeys: Collection<VirtualKeyDocument>
   readonly audit: Collection<AuditDocument>
+  readonly promptCollections: Collection<CollectionDocument>
+  readonly prompts: Collection<PromptDocument>
+  readonly promptVersions: Collection<PromptVersionDocument>
+  readonly labels: Collection<LabelDocument>
+  readonly partials: Collection<PartialDocument>
+  readonly partialVersions: Collection<PartialVersionDocument>
 }
 
 export function adminCollections(db: Db): AdminCollections {
@@ -212,6 +317,12 @@ export function adminCollections(db: Db): AdminCollections {
     apiKeys: db.collection<ApiKeyDocument>(ADMIN_COLLECTIONS.apiKeys),
     virtualKeys: db.collection<VirtualKeyDocument>(ADMIN_COLLECTIONS.virtualKeys),
     audit: db.collection<AuditDocument>(ADMIN_COLLECTIONS.audit),
+    promptCollections: db.collection<CollectionDocument>(ADMIN_COLLECTIONS.promptCollections),
+    prompts: db.collection<PromptDocument>(ADMIN_COLLECTIONS.prompts),
+    promptVersions: db.collection<PromptVersionDocument>(ADMIN_COLLECTIONS.promptVersions),
+    labels: db.collection<LabelDocument>(ADMIN_COLLECTIONS.labels),
+    partials: db.collection<PartialDocument>(ADMIN_COLLECTIONS.partials),
+    partialVersions: db.collection<PartialVersionDocument>(ADMIN_COLLECTIONS.partialVersions),
   }
 }
 
@@ -227,6 +338,8 @@ export interface AdminIndexSpec {
   readonly key: Readonly<Record<string, 1 | -1>>
   readonly unique?: boolean
   readonly sparse?: boolean
+  /** Only documents matching this filter are indexed (and, for a unique index, checked). */
+  readonly partialFilter?: Readonly<Record<string, unknown>>
   readonly conflict?: ConflictSpec
 }
 
@@ -336,6 +449,118 @@ export const ADMIN_COLLECTION_SPECS: readonly AdminCollectionSpec[] = [
     entity: 'audit entry',
     indexes: [{ name: 'organisation_id_1_timestamp_1', key: { organisation_id: 1, timestamp: 1 } }],
   },
+  {
+    role: 'promptCollections',
+    entity: 'collection',
+    indexes: [
+      {
+        name: 'organisation_id_1_slug_1',
+        key: { organisation_id: 1, slug: 1 },
+        unique: true,
+        conflict: { param: 'slug', message: 'A collection with this slug already exists in the organisation' },
+      },
+      // One default collection per workspace; findDefaultCollection reads it through this index.
+      {
+        name: 'workspace_id_1_is_default_1',
+        key: { workspace_id: 1, is_default: 1 },
+        unique: true,
+        partialFilter: { is_default: true },
+        conflict: { param: 'isDefault', message: 'The workspace already has a default collection' },
+      },
+      { name: 'organisation_id_1_created_at_1__id_1', key: { organisation_id: 1, created_at: 1, _id: 1 } },
+      // Cascades of a workspace; deleteCollection's look for child collections.
+      { name: 'workspace_id_1', key: { workspace_id: 1 } },
+      { name: 'parent_collection_id_1', key: { parent_collection_id: 1 } },
+    ],
+  },
+  {
+    role: 'prompts',
+    entity: 'prompt',
+    indexes: [
+      {
+        name: 'organisation_id_1_slug_1',
+        key: { organisation_id: 1, slug: 1 },
+        unique: true,
+        conflict: { param: 'slug', message: 'A prompt with this slug already exists in the organisation' },
+      },
+      { name: 'organisation_id_1_created_at_1__id_1', key: { organisation_id: 1, created_at: 1, _id: 1 } },
+      // Cascades and dependant counts of a workspace; deleteCollection's look for prompts.
+      { name: 'workspace_id_1', key: { workspace_id: 1 } },
+      { name: 'collection_id_1', key: { collection_id: 1 } },
+    ],
+  },
+  {
+    role: 'promptVersions',
+    entity: 'prompt version',
+    indexes: [
+      // The prompt data plane reads a version on a cache miss by number or by label: both through these.
+      {
+        name: 'prompt_id_1_version_1',
+        key: { prompt_id: 1, version: 1 },
+        unique: true,
+        conflict: { param: 'version', message: 'The prompt already has a version with this number' },
+      },
+      {
+        name: 'prompt_id_1_label_id_1',
+        key: { prompt_id: 1, label_id: 1 },
+        unique: true,
+        partialFilter: { label_id: { $type: 'string' } },
+        conflict: { param: 'labelId', message: 'Another version of the prompt already carries this label' },
+      },
+      // Cascades of a workspace; deleteLabel takes a label off every version carrying it.
+      { name: 'workspace_id_1', key: { workspace_id: 1 } },
+      { name: 'label_id_1', key: { label_id: 1 }, partialFilter: { label_id: { $type: 'string' } } },
+    ],
+  },
+  {
+    role: 'labels',
+    entity: 'label',
+    indexes: [
+      // Built-in labels have a null workspace_id, so they are unique per organisation by name.
+      {
+        name: 'organisation_id_1_workspace_id_1_name_1',
+        key: { organisation_id: 1, workspace_id: 1, name: 1 },
+        unique: true,
+        conflict: { param: 'name', message: 'A label with this name already exists' },
+      },
+      { name: 'organisation_id_1_created_at_1__id_1', key: { organisation_id: 1, created_at: 1, _id: 1 } },
+      { name: 'workspace_id_1', key: { workspace_id: 1 } },
+    ],
+  },
+  {
+    role: 'partials',
+    entity: 'partial',
+    indexes: [
+      {
+        name: 'organisation_id_1_slug_1',
+        key: { organisation_id: 1, slug: 1 },
+        unique: true,
+        conflict: { param: 'slug', message: 'A partial with this slug already exists in the organisation' },
+      },
+      // findPartialByName, and cascades of a workspace.
+      {
+        name: 'workspace_id_1_name_1',
+        key: { workspace_id: 1, name: 1 },
+        unique: true,
+        conflict: { param: 'name', message: 'A partial with this name already exists in the workspace' },
+      },
+      { name: 'organisation_id_1_created_at_1__id_1', key: { organisation_id: 1, created_at: 1, _id: 1 } },
+      { name: 'collection_id_1', key: { collection_id: 1 } },
+    ],
+  },
+  {
+    role: 'partialVersions',
+    entity: 'partial version',
+    indexes: [
+      {
+        name: 'partial_id_1_version_1',
+        key: { partial_id: 1, version: 1 },
+        unique: true,
+        conflict: { param: 'version', message: 'The partial already has a version with this number' },
+      },
+      { name: 'workspace_id_1', key: { workspace_id: 1 } },
+    ],
+  },
 ]
 
 /** The driver's description of an index spec (for `createIndexes`). */
@@ -345,6 +570,7 @@ export function indexDescription(spec: AdminIndexSpec): IndexDescription {
     key: { ...spec.key },
     ...(spec.unique === true ? { unique: true } : {}),
     ...(spec.sparse === true ? { sparse: true } : {}),
+    ...(spec.partialFilter === undefined ? {} : { partialFilterExpression: { ...spec.partialFilter } }),
   }
 }
 

@@ -6,8 +6,14 @@
 import type {
   ApiKeyRecord,
   AuditEntry,
+  CollectionRecord,
   InviteRecord,
+  LabelRecord,
   OrganisationRecord,
+  PartialRecord,
+  PartialVersionRecord,
+  PromptRecord,
+  PromptVersionRecord,
   RateLimitRule,
   RequestDefaults,
   UsageLimitRule,
@@ -21,7 +27,13 @@ import { ERRORS, gatewayError } from '../../core/errors.js'
 import type {
   ApiKeyDocument,
   AuditDocument,
+  CollectionDocument,
   InviteDocument,
+  LabelDocument,
+  PartialDocument,
+  PartialVersionDocument,
+  PromptDocument,
+  PromptVersionDocument,
   MemberDocument,
   MemberWithUserDocument,
   OrganisationDocument,
@@ -56,6 +68,38 @@ function iso(value: Date, field: string): string {
 
 function optionalIso(value: Date | null, field: string): string | null {
   return value === null ? null : iso(value, field)
+}
+
+/** A version number: a safe integer, else the caller's mistake, named by `field`. */
+function integer(value: number, field: string): number {
+  if (!Number.isSafeInteger(value)) {
+    throw gatewayError(ERRORS.GW_ADMIN_VALIDATION, `${field} is not an integer`, { param: field })
+  }
+  return value
+}
+
+/** JSON text of a tenant's value; `null` (and a missing value) is stored as `null`. */
+function jsonText(value: unknown): string | null {
+  return value === null || value === undefined ? null : JSON.stringify(value)
+}
+
+function parsedJson(text: string | null, field: string): unknown {
+  if (text === null) return null
+  if (typeof text !== 'string') throw new Error(`MongoDB admin store: field ${field} is not JSON text`)
+  return JSON.parse(text) as unknown
+}
+
+function parsedObject(text: string | null, field: string): Record<string, unknown> | null {
+  const value = parsedJson(text, field)
+  if (value === null) return null
+  if (typeof value !== 'object' || Array.isArray(value)) throw new Error(`MongoDB admin store: field ${field} is not a JSON object`)
+  return value as Record<string, unknown>
+}
+
+function parsedList(text: string | null, field: string): unknown[] | null {
+  const value = parsedJson(text, field)
+  if (value !== null && !Array.isArray(value)) throw new Error(`MongoDB admin store: field ${field} is not a JSON array`)
+  return value
 }
 
 function rateLimitsToDocuments(rules: readonly RateLimitRule[]): RateLimitDocument[] {
@@ -401,5 +445,205 @@ export function auditFromDocument(document: AuditDocument): AuditEntry {
     action: document.action,
     resourceId: document.resource_id,
     clientIp: document.client_ip,
+  }
+}
+
+export function collectionToDocument(collection: CollectionRecord): CollectionDocument {
+  return {
+    _id: collection.id,
+    slug: collection.slug,
+    organisation_id: collection.organisationId,
+    workspace_id: collection.workspaceId,
+    name: collection.name,
+    parent_collection_id: collection.parentCollectionId,
+    is_default: collection.isDefault,
+    status: collection.status,
+    created_at: toDate(collection.createdAt, 'createdAt'),
+    last_updated_at: toDate(collection.lastUpdatedAt, 'lastUpdatedAt'),
+  }
+}
+
+export function collectionFromDocument(document: CollectionDocument): CollectionRecord {
+  return {
+    id: document._id,
+    slug: document.slug,
+    organisationId: document.organisation_id,
+    workspaceId: document.workspace_id,
+    name: document.name,
+    parentCollectionId: document.parent_collection_id,
+    isDefault: document.is_default,
+    status: document.status,
+    createdAt: iso(document.created_at, 'created_at'),
+    lastUpdatedAt: iso(document.last_updated_at, 'last_updated_at'),
+  }
+}
+
+export function promptToDocument(prompt: PromptRecord): PromptDocument {
+  return {
+    _id: prompt.id,
+    slug: prompt.slug,
+    organisation_id: prompt.organisationId,
+    workspace_id: prompt.workspaceId,
+    collection_id: prompt.collectionId,
+    name: prompt.name,
+    status: prompt.status,
+    published_version: integer(prompt.publishedVersion, 'publishedVersion'),
+    latest_version: integer(prompt.latestVersion, 'latestVersion'),
+    created_at: toDate(prompt.createdAt, 'createdAt'),
+    last_updated_at: toDate(prompt.lastUpdatedAt, 'lastUpdatedAt'),
+  }
+}
+
+export function promptFromDocument(document: PromptDocument): PromptRecord {
+  return {
+    id: document._id,
+    slug: document.slug,
+    organisationId: document.organisation_id,
+    workspaceId: document.workspace_id,
+    collectionId: document.collection_id,
+    name: document.name,
+    status: document.status,
+    publishedVersion: document.published_version,
+    latestVersion: document.latest_version,
+    createdAt: iso(document.created_at, 'created_at'),
+    lastUpdatedAt: iso(document.last_updated_at, 'last_updated_at'),
+  }
+}
+
+export function promptVersionToDocument(version: PromptVersionRecord): PromptVersionDocument {
+  return {
+    _id: version.id,
+    prompt_id: version.promptId,
+    organisation_id: version.organisationId,
+    workspace_id: version.workspaceId,
+    version: integer(version.version, 'version'),
+    template: version.template,
+    parameters_json: JSON.stringify(version.parameters),
+    model: version.model,
+    virtual_key: version.virtualKey,
+    functions_json: jsonText(version.functions),
+    tools_json: jsonText(version.tools),
+    tool_choice_json: jsonText(version.toolChoice),
+    description: version.description,
+    template_metadata_json: jsonText(version.templateMetadata),
+    is_raw_template: version.isRawTemplate,
+    label_id: version.labelId,
+    status: version.status,
+    created_at: toDate(version.createdAt, 'createdAt'),
+  }
+}
+
+export function promptVersionFromDocument(document: PromptVersionDocument): PromptVersionRecord {
+  const parameters = parsedObject(document.parameters_json, 'parameters_json')
+  if (parameters === null) throw new Error('MongoDB admin store: field parameters_json is not a JSON object')
+  return {
+    id: document._id,
+    promptId: document.prompt_id,
+    organisationId: document.organisation_id,
+    workspaceId: document.workspace_id,
+    version: document.version,
+    template: document.template,
+    parameters,
+    model: document.model,
+    virtualKey: document.virtual_key,
+    functions: parsedList(document.functions_json, 'functions_json'),
+    tools: parsedList(document.tools_json, 'tools_json'),
+    toolChoice: parsedJson(document.tool_choice_json, 'tool_choice_json'),
+    description: document.description,
+    templateMetadata: parsedObject(document.template_metadata_json, 'template_metadata_json'),
+    isRawTemplate: document.is_raw_template,
+    labelId: document.label_id,
+    status: document.status,
+    createdAt: iso(document.created_at, 'created_at'),
+  }
+}
+
+export function labelToDocument(label: LabelRecord): LabelDocument {
+  return {
+    _id: label.id,
+    organisation_id: label.organisationId,
+    workspace_id: label.workspaceId,
+    name: label.name,
+    description: label.description,
+    color_code: label.colorCode,
+    is_universal: label.isUniversal,
+    status: label.status,
+    created_at: toDate(label.createdAt, 'createdAt'),
+    last_updated_at: toDate(label.lastUpdatedAt, 'lastUpdatedAt'),
+  }
+}
+
+export function labelFromDocument(document: LabelDocument): LabelRecord {
+  return {
+    id: document._id,
+    organisationId: document.organisation_id,
+    workspaceId: document.workspace_id,
+    name: document.name,
+    description: document.description,
+    colorCode: document.color_code,
+    isUniversal: document.is_universal,
+    status: document.status,
+    createdAt: iso(document.created_at, 'created_at'),
+    lastUpdatedAt: iso(document.last_updated_at, 'last_updated_at'),
+  }
+}
+
+export function partialToDocument(partial: PartialRecord): PartialDocument {
+  return {
+    _id: partial.id,
+    slug: partial.slug,
+    organisation_id: partial.organisationId,
+    workspace_id: partial.workspaceId,
+    collection_id: partial.collectionId,
+    name: partial.name,
+    status: partial.status,
+    published_version: integer(partial.publishedVersion, 'publishedVersion'),
+    latest_version: integer(partial.latestVersion, 'latestVersion'),
+    created_at: toDate(partial.createdAt, 'createdAt'),
+    last_updated_at: toDate(partial.lastUpdatedAt, 'lastUpdatedAt'),
+  }
+}
+
+export function partialFromDocument(document: PartialDocument): PartialRecord {
+  return {
+    id: document._id,
+    slug: document.slug,
+    organisationId: document.organisation_id,
+    workspaceId: document.workspace_id,
+    collectionId: document.collection_id,
+    name: document.name,
+    status: document.status,
+    publishedVersion: document.published_version,
+    latestVersion: document.latest_version,
+    createdAt: iso(document.created_at, 'created_at'),
+    lastUpdatedAt: iso(document.last_updated_at, 'last_updated_at'),
+  }
+}
+
+export function partialVersionToDocument(version: PartialVersionRecord): PartialVersionDocument {
+  return {
+    _id: version.id,
+    partial_id: version.partialId,
+    organisation_id: version.organisationId,
+    workspace_id: version.workspaceId,
+    version: integer(version.version, 'version'),
+    template: version.template,
+    description: version.description,
+    status: version.status,
+    created_at: toDate(version.createdAt, 'createdAt'),
+  }
+}
+
+export function partialVersionFromDocument(document: PartialVersionDocument): PartialVersionRecord {
+  return {
+    id: document._id,
+    partialId: document.partial_id,
+    organisationId: document.organisation_id,
+    workspaceId: document.workspace_id,
+    version: document.version,
+    template: document.template,
+    description: document.description,
+    status: document.status,
+    createdAt: iso(document.created_at, 'created_at'),
   }
 }

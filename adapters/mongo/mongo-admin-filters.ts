@@ -7,7 +7,11 @@ import type { Filter } from 'mongodb'
 import type {
   ApiKeyFilter,
   AuditFilter,
+  CollectionFilter,
   InviteFilter,
+  LabelFilter,
+  PartialFilter,
+  PromptFilter,
   UserFilter,
   VirtualKeyFilter,
   WorkspaceFilter,
@@ -15,8 +19,12 @@ import type {
 import type {
   ApiKeyDocument,
   AuditDocument,
+  CollectionDocument,
   InviteDocument,
+  LabelDocument,
   MemberDocument,
+  PartialDocument,
+  PromptDocument,
   UserDocument,
   VirtualKeyDocument,
   WorkspaceDocument,
@@ -98,6 +106,45 @@ export function virtualKeyQuery(organisationId: string, filter: VirtualKeyFilter
   return {
     organisation_id: organisationId,
     ...(filter.workspaceId === undefined ? {} : { workspace_id: filter.workspaceId }),
+  }
+}
+
+/** Case-insensitive substring of any of `fields` (the `search` of the prompt, collection and label filters). */
+function searchCondition(search: string, fields: readonly string[]): Record<string, unknown> {
+  const pattern = { $regex: escapeRegex(search), $options: 'i' }
+  return { $or: fields.map((field) => ({ [field]: pattern })) }
+}
+
+export function collectionQuery(organisationId: string, filter: CollectionFilter): Filter<CollectionDocument> {
+  return {
+    organisation_id: organisationId,
+    ...(filter.workspaceId === undefined ? {} : { workspace_id: filter.workspaceId }),
+    ...(filter.search === undefined ? {} : searchCondition(filter.search, ['name', 'slug'])),
+  }
+}
+
+export function promptQuery(organisationId: string, filter: PromptFilter): Filter<PromptDocument> {
+  return {
+    organisation_id: organisationId,
+    ...(filter.workspaceId === undefined ? {} : { workspace_id: filter.workspaceId }),
+    ...(filter.collectionId === undefined ? {} : { collection_id: filter.collectionId }),
+    ...(filter.search === undefined ? {} : searchCondition(filter.search, ['name', 'slug'])),
+  }
+}
+
+/** A workspace's labels are its own and the built-in ones; both conditions are `$or`s, hence `$and`. */
+export function labelQuery(organisationId: string, filter: LabelFilter): Filter<LabelDocument> {
+  const conditions: Array<Record<string, unknown>> = []
+  if (filter.workspaceId !== undefined) conditions.push({ $or: [{ workspace_id: filter.workspaceId }, { is_universal: true }] })
+  if (filter.search !== undefined) conditions.push(searchCondition(filter.search, ['name']))
+  return { organisation_id: organisationId, ...(conditions.length === 0 ? {} : { $and: conditions }) } as Filter<LabelDocument>
+}
+
+export function partialQuery(organisationId: string, filter: PartialFilter): Filter<PartialDocument> {
+  return {
+    organisation_id: organisationId,
+    ...(filter.workspaceId === undefined ? {} : { workspace_id: filter.workspaceId }),
+    ...(filter.collectionId === undefined ? {} : { collection_id: filter.collectionId }),
   }
 }
 

@@ -29,27 +29,40 @@ import {
   type Sort,
   type WithId,
 } from 'mongodb'
-import type {
-  ApiKeyFilter,
-  ApiKeyRecord,
-  AuditEntry,
-  AuditFilter,
-  BootstrapSeed,
-  InviteFilter,
-  InviteRecord,
-  MemberFilter,
-  OrganisationRecord,
-  Paged,
-  PageRequest,
-  UserFilter,
-  UserRecord,
-  VirtualKeyFilter,
-  VirtualKeyRecord,
-  WorkspaceDependants,
-  WorkspaceFilter,
-  WorkspaceMemberRecord,
-  WorkspaceMemberWithUser,
-  WorkspaceRecord,
+import { randomUUID } from 'node:crypto'
+import {
+  BUILT_IN_LABEL_NAMES,
+  type ApiKeyFilter,
+  type ApiKeyRecord,
+  type AuditEntry,
+  type AuditFilter,
+  type BootstrapSeed,
+  type CollectionFilter,
+  type CollectionRecord,
+  type InviteFilter,
+  type InviteRecord,
+  type LabelFilter,
+  type LabelRecord,
+  type MemberFilter,
+  type OrganisationRecord,
+  type Paged,
+  type PageRequest,
+  type PartialFilter,
+  type PartialRecord,
+  type PartialVersionRecord,
+  type PromptFilter,
+  type PromptRecord,
+  type PromptVersionRecord,
+  type UserFilter,
+  type UserRecord,
+  type VersionSelector,
+  type VirtualKeyFilter,
+  type VirtualKeyRecord,
+  type WorkspaceDependants,
+  type WorkspaceFilter,
+  type WorkspaceMemberRecord,
+  type WorkspaceMemberWithUser,
+  type WorkspaceRecord,
 } from '../../core/admin-records.js'
 import { ERRORS, gatewayError } from '../../core/errors.js'
 import type { AdminStore, AdminWriter } from '../../core/ports.js'
@@ -58,6 +71,7 @@ import {
   ADMIN_COLLECTIONS,
   adminCollections,
   type AdminCollections,
+  type LabelDocument,
   type MemberDocument,
   type MemberWithUserDocument,
 } from './mongo-admin-collections.js'
@@ -66,12 +80,20 @@ import {
   apiKeyToDocument,
   auditFromDocument,
   auditToDocument,
+  collectionFromDocument,
   inviteFromDocument,
+  labelFromDocument,
+  labelToDocument,
   memberFromDocument,
   memberToDocument,
   memberWithUserFromDocument,
   organisationFromDocument,
   organisationToDocument,
+  partialFromDocument,
+  partialVersionFromDocument,
+  promptFromDocument,
+  promptVersionFromDocument,
+  toDate,
   userFromDocument,
   userToDocument,
   virtualKeyFromDocument,
@@ -81,14 +103,18 @@ import {
 import {
   apiKeyQuery,
   auditQuery,
+  collectionQuery,
   inviteQuery,
+  labelQuery,
   memberQuery,
+  partialQuery,
+  promptQuery,
   userQuery,
   virtualKeyQuery,
   workspaceQuery,
 } from './mongo-admin-filters.js'
 import { MongoAdminWriter } from './mongo-admin-writer.js'
-import { withConflicts } from './mongo-conflicts.js'
+import { isDuplicateKeyError, withConflicts } from './mongo-conflicts.js'
 import { DEFAULT_DATABASE_NAME, databaseNameOf, ensureAdminCollections, supportsTransactions } from './mongo-connection.js'
 
 export interface MongoAdminStoreOptions {
@@ -108,6 +134,27 @@ const TRANSACTION_OPTIONS = {
 
 const BY_CREATION: Sort = { created_at: 1, _id: 1 }
 const NEWEST_FIRST: Sort = { created_at: -1, _id: 1 }
+const BUILT_IN_FIRST: Sort = { is_universal: -1, created_at: 1, _id: 1 }
+const BY_VERSION_DESCENDING: Sort = { version: -1 }
+
+/** The one of `documents` (a look-up by id or slug) whose id matches: a slug may equal another record's id. */
+function idMatchFirst<D extends { readonly _id: string }>(documents: readonly D[], idOrSlug: string): D | null {
+  return documents.find((candidate) => candidate._id === idOrSlug) ?? documents[0] ?? null
+}
+
+/** The version number a selector names given the owner's numbers; `null` for a label (or a non-integer). */
+function selectedNumber(selector: VersionSelector, owner: { published_version: number; latest_version: number } | null): number | null {
+  switch (selector.kind) {
+    case 'number':
+      return Number.isSafeInteger(selector.version) ? selector.version : null
+    case 'published':
+      return owner?.published_version ?? null
+    case 'latest':
+      return owner?.latest_version ?? null
+    case 'label':
+      return null
+  }
+}
 
 interface Connected {
   readonly client: MongoClient
@@ -273,12 +320,13 @@ export class MongoAdminStore implements AdminStore {
   async workspaceDependants(organisationId: string, workspaceId: string): Promise<WorkspaceDependants> {
     const { collections } = this.#open()
     const query = { organisation_id: organisationId, workspace_id: workspaceId }
-    const [apiKeys, virtualKeys] = await Promise.all([
+    const [apiKeys, virtualKeys, prompts] = await Promise.all([
       collections.apiKeys.countDocuments(query),
       collections.virtualKeys.countDocuments(query),
+      collections.prompts.countDocuments(query),
     ])
     // Configs are not stored yet: nothing of theirs can depend on a workspace.
-    return { apiKeys, virtualKeys, configs: 0 }
+    return { apiKeys, virtualKeys, configs: 0, prompts }
   }
 
   async findMember(workspaceId: string, userId: string): Promise<WorkspaceMemberWithUser | null> {
@@ -385,6 +433,150 @@ export class MongoAdminStore implements AdminStore {
     )
     if (document === null) return null
     return document.sealed_keys[0] ?? document.sealed_model_config ?? null
+  }
+
+  async findCollection(organisationId: string, idOrSlug: string): Promise<CollectionRecord | null> {
+    const documents = await this.#open()
+      .collections.promptCollections.find({ organisation_id: organisationId, $or: [{ _id: idOrSlug }, { slug: idOrSlug }] })
+      .limit(2)
+      .toArray()
+    const document = idMatchFirst(documents, idOrSlug)
+    return document === null ? null : collectionFromDocument(document)
+  }
+
+  async findDefaultCollection(workspaceId: string): Promise<CollectionRecord | null> {
+    const document = await this.#open().collections.promptCollections.findOne({ workspace_id: workspaceId, is_default: true })
+    return document === null ? null : collectionFromDocument(document)
+  }
+
+  async listCollections(organisationId: string, filter: CollectionFilter, page: PageRequest): Promise<Paged<CollectionRecord>> {
+    const query = collectionQuery(organisationId, filter)
+    return pageOf(this.#open().collections.promptCollections, query, BY_CREATION, page, collectionFromDocument)
+  }
+
+  async findPrompt(organisationId: string, idOrSlug: string): Promise<PromptRecord | null> {
+    const documents = await this.#open()
+      .collections.prompts.find({ organisation_id: organisationId, $or: [{ _id: idOrSlug }, { slug: idOrSlug }] })
+      .limit(2)
+      .toArray()
+    const document = idMatchFirst(documents, idOrSlug)
+    return document === null ? null : promptFromDocument(document)
+  }
+
+  async listPrompts(organisationId: string, filter: PromptFilter, page: PageRequest): Promise<Paged<PromptRecord>> {
+    return pageOf(this.#open().collections.prompts, promptQuery(organisationId, filter), BY_CREATION, page, promptFromDocument)
+  }
+
+  async findPromptVersion(promptId: string, selector: VersionSelector): Promise<PromptVersionRecord | null> {
+    const { prompts, promptVersions } = this.#open().collections
+    // Both look-ups go through the unique (prompt_id, version) and (prompt_id, label_id) indexes.
+    if (selector.kind === 'label') {
+      const labelled = await promptVersions.findOne({ prompt_id: promptId, label_id: selector.labelId })
+      return labelled === null ? null : promptVersionFromDocument(labelled)
+    }
+    const owner =
+      selector.kind === 'number'
+        ? null
+        : await prompts.findOne({ _id: promptId }, { projection: { published_version: 1, latest_version: 1 } })
+    const number = selectedNumber(selector, owner)
+    if (number === null) return null
+    const document = await promptVersions.findOne({ prompt_id: promptId, version: number })
+    return document === null ? null : promptVersionFromDocument(document)
+  }
+
+  async findPromptVersionById(promptId: string, versionId: string): Promise<PromptVersionRecord | null> {
+    const document = await this.#open().collections.promptVersions.findOne({ _id: versionId, prompt_id: promptId })
+    return document === null ? null : promptVersionFromDocument(document)
+  }
+
+  async listPromptVersions(promptId: string): Promise<readonly PromptVersionRecord[]> {
+    const documents = await this.#open().collections.promptVersions.find({ prompt_id: promptId }).sort(BY_VERSION_DESCENDING).toArray()
+    return documents.map(promptVersionFromDocument)
+  }
+
+  async findLabel(organisationId: string, labelId: string): Promise<LabelRecord | null> {
+    const document = await this.#open().collections.labels.findOne({ _id: labelId, organisation_id: organisationId })
+    return document === null ? null : labelFromDocument(document)
+  }
+
+  async findLabelByName(organisationId: string, workspaceId: string, name: string): Promise<LabelRecord | null> {
+    // At most one of each (the unique index), read through it: the workspace's own wins.
+    const documents = await this.#open()
+      .collections.labels.find({ organisation_id: organisationId, workspace_id: { $in: [workspaceId, null] }, name })
+      .limit(2)
+      .toArray()
+    const document = documents.find((candidate) => candidate.workspace_id === workspaceId) ?? documents.find((candidate) => candidate.is_universal)
+    return document === undefined ? null : labelFromDocument(document)
+  }
+
+  async listLabels(organisationId: string, filter: LabelFilter, page: PageRequest): Promise<Paged<LabelRecord>> {
+    return pageOf(this.#open().collections.labels, labelQuery(organisationId, filter), BUILT_IN_FIRST, page, labelFromDocument)
+  }
+
+  async ensureBuiltInLabels(organisationId: string, now: string): Promise<void> {
+    const at = toDate(now, 'now').toISOString()
+    const { labels } = this.#open().collections
+    for (const name of BUILT_IN_LABEL_NAMES) {
+      const label: LabelRecord = {
+        id: randomUUID(),
+        organisationId,
+        workspaceId: null,
+        name,
+        description: null,
+        colorCode: null,
+        isUniversal: true,
+        status: 'active',
+        createdAt: at,
+        lastUpdatedAt: at,
+      }
+      const { organisation_id, workspace_id, name: _name, ...onInsert } = labelToDocument(label)
+      const identity: Pick<LabelDocument, 'organisation_id' | 'workspace_id' | 'name'> = { organisation_id, workspace_id, name }
+      try {
+        // The filter is the key of the unique (organisation_id, workspace_id, name) index, so two
+        // instances upserting at once cannot both insert.
+        await labels.updateOne(identity, { $setOnInsert: onInsert }, { upsert: true })
+      } catch (error) {
+        // The upsert that lost such a race (when the server did not retry it): the label exists,
+        // which is all that was asked.
+        if (!isDuplicateKeyError(error)) throw error
+      }
+    }
+  }
+
+  async findPartial(organisationId: string, idOrSlug: string): Promise<PartialRecord | null> {
+    const documents = await this.#open()
+      .collections.partials.find({ organisation_id: organisationId, $or: [{ _id: idOrSlug }, { slug: idOrSlug }] })
+      .limit(2)
+      .toArray()
+    const document = idMatchFirst(documents, idOrSlug)
+    return document === null ? null : partialFromDocument(document)
+  }
+
+  async findPartialByName(workspaceId: string, name: string): Promise<PartialRecord | null> {
+    const document = await this.#open().collections.partials.findOne({ workspace_id: workspaceId, name })
+    return document === null ? null : partialFromDocument(document)
+  }
+
+  async listPartials(organisationId: string, filter: PartialFilter, page: PageRequest): Promise<Paged<PartialRecord>> {
+    return pageOf(this.#open().collections.partials, partialQuery(organisationId, filter), BY_CREATION, page, partialFromDocument)
+  }
+
+  async findPartialVersion(partialId: string, selector: VersionSelector): Promise<PartialVersionRecord | null> {
+    if (selector.kind === 'label') return null
+    const { partials, partialVersions } = this.#open().collections
+    const owner =
+      selector.kind === 'number'
+        ? null
+        : await partials.findOne({ _id: partialId }, { projection: { published_version: 1, latest_version: 1 } })
+    const number = selectedNumber(selector, owner)
+    if (number === null) return null
+    const document = await partialVersions.findOne({ partial_id: partialId, version: number })
+    return document === null ? null : partialVersionFromDocument(document)
+  }
+
+  async listPartialVersions(partialId: string): Promise<readonly PartialVersionRecord[]> {
+    const documents = await this.#open().collections.partialVersions.find({ partial_id: partialId }).sort(BY_VERSION_DESCENDING).toArray()
+    return documents.map(partialVersionFromDocument)
   }
 
   /** One connection attempt; the client is closed again when any step fails. */

@@ -9,24 +9,38 @@
  * transaction fails with it even if the caller swallowed it.
  */
 import type { ClientSession, Collection, Filter, OptionalUnlessRequiredId, WithoutId } from 'mongodb'
-import type {
-  ApiKeyRecord,
-  InviteRecord,
-  InviteState,
-  OrganisationRecord,
-  UserRecord,
-  VirtualKeyRecord,
-  WorkspaceMemberRecord,
-  WorkspaceRecord,
+import {
+  BUILT_IN_LABEL_NAMES,
+  type ApiKeyRecord,
+  type CollectionRecord,
+  type InviteRecord,
+  type InviteState,
+  type LabelRecord,
+  type OrganisationRecord,
+  type PartialRecord,
+  type PartialVersionRecord,
+  type PromptRecord,
+  type PromptVersionRecord,
+  type UserRecord,
+  type VirtualKeyRecord,
+  type WorkspaceMemberRecord,
+  type WorkspaceRecord,
 } from '../../core/admin-records.js'
+import { ERRORS, gatewayError } from '../../core/errors.js'
 import type { AdminWriter } from '../../core/ports.js'
 import type { AdminCollectionRole, AdminCollections, ApiKeyDocument } from './mongo-admin-collections.js'
 import {
   apiKeyFromDocument,
   apiKeyToDocument,
+  collectionToDocument,
   inviteToDocument,
+  labelToDocument,
   memberToDocument,
   organisationToDocument,
+  partialToDocument,
+  partialVersionToDocument,
+  promptToDocument,
+  promptVersionToDocument,
   toDate,
   userToDocument,
   virtualKeyFromDocument,
@@ -53,6 +67,27 @@ async function deleteApiKeys(apiKeys: Collection<ApiKeyDocument>, session: Clien
   if (keys.length > 0) await apiKeys.deleteMany({ _id: { $in: keys.map((key) => key._id) } }, { session })
   return keys.map(apiKeyFromDocument)
 }
+
+/** A custom label may not take a built-in label's name (core/admin-records.ts `BUILT_IN_LABEL_NAMES`). */
+function refuseBuiltInLabelName(label: LabelRecord): void {
+  if (!label.isUniversal && BUILT_IN_LABEL_NAMES.includes(label.name)) {
+    throw gatewayError(ERRORS.GW_ADMIN_CONFLICT, 'A built-in label has this name', { param: 'name' })
+  }
+}
+
+/** Checks that a record's first version belongs to it: a mismatch is a bug of the caller, never stored. */
+function checkFirstVersion(
+  owner: { readonly id: string; readonly organisationId: string; readonly workspaceId: string },
+  version: { readonly organisationId: string; readonly workspaceId: string },
+  ownerId: string,
+): void {
+  if (ownerId !== owner.id || version.organisationId !== owner.organisationId || version.workspaceId !== owner.workspaceId) {
+    throw new TypeError('the first version does not belong to the record it is inserted with')
+  }
+}
+
+/** What deleteCollection found: a refusal is reported after the queue, so it does not poison the transaction. */
+type CollectionDeletion = 'not-empty' | 'deleted' | 'absent'
 
 export class MongoAdminWriter implements AdminWriter {
   readonly #collections: AdminCollections
@@ -117,10 +152,19 @@ export class MongoAdminWriter implements AdminWriter {
 
   async deleteWorkspace(organisationId: string, workspaceId: string): Promise<readonly ApiKeyRecord[]> {
     const session = this.#session
-    const { apiKeys, virtualKeys, members, workspaces } = this.#collections
+    const collections = this.#collections
+    const { apiKeys, members, workspaces } = collections
     return this.#run(async () => {
       const keys = await deleteApiKeys(apiKeys, session, { organisation_id: organisationId, workspace_id: workspaceId })
-      await virtualKeys.deleteMany({ organisation_id: organisationId, workspace_id: workspaceId }, { session })
+      const owned = { organisation_id: organisationId, workspace_id: workspaceId }
+      await collections.virtualKeys.deleteMany(owned, { session })
+      // Prompt and partial versions carry the workspace too, so none is left orphaned.
+      await collections.promptVersions.deleteMany(owned, { session })
+      await collections.prompts.deleteMany(owned, { session })
+      await collections.partialVersions.deleteMany(owned, { session })
+      await collections.partials.deleteMany(owned, { session })
+      await collections.promptCollections.deleteMany(owned, { session })
+      await collections.labels.deleteMany(owned, { session })
       await members.deleteMany({ organisation_id: organisationId, workspace_id: workspaceId }, { session })
       await workspaces.deleteOne({ _id: workspaceId, organisation_id: organisationId }, { session })
       return keys
@@ -188,6 +232,138 @@ export class MongoAdminWriter implements AdminWriter {
       this.#collections.virtualKeys.findOneAndDelete({ _id: virtualKeyId, organisation_id: organisationId }, { session: this.#session }),
     )
     return document === null ? null : virtualKeyFromDocument(document)
+  }
+
+  async insertCollection(collection: CollectionRecord): Promise<void> {
+    await this.#insert('promptCollections', collectionToDocument(collection))
+  }
+
+  async updateCollection(collection: CollectionRecord, expectedLastUpdatedAt: string): Promise<boolean> {
+    const document = collectionToDocument(collection)
+    return this.#replace('promptCollections', versionOf(document, expectedLastUpdatedAt), document)
+  }
+
+  async deleteCollection(organisationId: string, collectionId: string): Promise<boolean> {
+    const session = this.#session
+    const { prompts, partials, promptCollections } = this.#collections
+    const outcome = await this.#run(async (): Promise<CollectionDeletion> => {
+      const inside = { organisation_id: organisationId, collection_id: collectionId }
+      const used =
+        (await prompts.findOne(inside, { session, projection: { _id: 1 } })) !== null ||
+        (await partials.findOne(inside, { session, projection: { _id: 1 } })) !== null ||
+        (await promptCollections.findOne({ organisation_id: organisationId, parent_collection_id: collectionId }, { session, projection: { _id: 1 } })) !==
+          null
+      if (used) return 'not-empty'
+      const result = await promptCollections.deleteOne({ _id: collectionId, organisation_id: organisationId }, { session })
+      return result.deletedCount === 1 ? 'deleted' : 'absent'
+    })
+    if (outcome === 'not-empty') {
+      throw gatewayError(ERRORS.GW_ADMIN_CONFLICT, 'The collection is not empty: move or delete its prompts, partials and collections first', {
+        param: 'collectionId',
+      })
+    }
+    return outcome === 'deleted'
+  }
+
+  async insertPrompt(prompt: PromptRecord, first: PromptVersionRecord): Promise<void> {
+    checkFirstVersion(prompt, first, first.promptId)
+    const promptDocument = promptToDocument(prompt)
+    const versionDocument = promptVersionToDocument(first)
+    const session = this.#session
+    const { prompts, promptVersions } = this.#collections
+    await this.#run(async () => {
+      await withConflicts('prompts', () => prompts.insertOne(promptDocument, { session }))
+      await withConflicts('promptVersions', () => promptVersions.insertOne(versionDocument, { session }))
+    })
+  }
+
+  async updatePrompt(prompt: PromptRecord, expectedLastUpdatedAt: string): Promise<boolean> {
+    const document = promptToDocument(prompt)
+    return this.#replace('prompts', versionOf(document, expectedLastUpdatedAt), document)
+  }
+
+  async insertPromptVersion(version: PromptVersionRecord): Promise<void> {
+    await this.#insert('promptVersions', promptVersionToDocument(version))
+  }
+
+  async setPromptVersionLabel(promptId: string, versionId: string, labelId: string | null): Promise<boolean> {
+    const session = this.#session
+    const { promptVersions } = this.#collections
+    return this.#run(async () => {
+      const found = await promptVersions.findOne({ _id: versionId, prompt_id: promptId }, { session, projection: { _id: 1 } })
+      if (found === null) return false
+      // Off the other version first, so the (prompt_id, label_id) index never holds the label twice.
+      if (labelId !== null) {
+        await promptVersions.updateMany({ prompt_id: promptId, label_id: labelId, _id: { $ne: versionId } }, { $set: { label_id: null } }, { session })
+      }
+      await withConflicts('promptVersions', () =>
+        promptVersions.updateOne({ _id: versionId, prompt_id: promptId }, { $set: { label_id: labelId } }, { session }),
+      )
+      return true
+    })
+  }
+
+  async deletePrompt(organisationId: string, promptId: string): Promise<boolean> {
+    const session = this.#session
+    const { prompts, promptVersions } = this.#collections
+    return this.#run(async () => {
+      const result = await prompts.deleteOne({ _id: promptId, organisation_id: organisationId }, { session })
+      await promptVersions.deleteMany({ organisation_id: organisationId, prompt_id: promptId }, { session })
+      return result.deletedCount === 1
+    })
+  }
+
+  async insertLabel(label: LabelRecord): Promise<void> {
+    refuseBuiltInLabelName(label)
+    await this.#insert('labels', labelToDocument(label))
+  }
+
+  async updateLabel(label: LabelRecord, expectedLastUpdatedAt: string): Promise<boolean> {
+    refuseBuiltInLabelName(label)
+    const document = labelToDocument(label)
+    return this.#replace('labels', versionOf(document, expectedLastUpdatedAt), document)
+  }
+
+  async deleteLabel(organisationId: string, labelId: string): Promise<boolean> {
+    const session = this.#session
+    const { labels, promptVersions } = this.#collections
+    return this.#run(async () => {
+      const result = await labels.deleteOne({ _id: labelId, organisation_id: organisationId }, { session })
+      if (result.deletedCount !== 1) return false
+      await promptVersions.updateMany({ organisation_id: organisationId, label_id: labelId }, { $set: { label_id: null } }, { session })
+      return true
+    })
+  }
+
+  async insertPartial(partial: PartialRecord, first: PartialVersionRecord): Promise<void> {
+    checkFirstVersion(partial, first, first.partialId)
+    const partialDocument = partialToDocument(partial)
+    const versionDocument = partialVersionToDocument(first)
+    const session = this.#session
+    const { partials, partialVersions } = this.#collections
+    await this.#run(async () => {
+      await withConflicts('partials', () => partials.insertOne(partialDocument, { session }))
+      await withConflicts('partialVersions', () => partialVersions.insertOne(versionDocument, { session }))
+    })
+  }
+
+  async updatePartial(partial: PartialRecord, expectedLastUpdatedAt: string): Promise<boolean> {
+    const document = partialToDocument(partial)
+    return this.#replace('partials', versionOf(document, expectedLastUpdatedAt), document)
+  }
+
+  async insertPartialVersion(version: PartialVersionRecord): Promise<void> {
+    await this.#insert('partialVersions', partialVersionToDocument(version))
+  }
+
+  async deletePartial(organisationId: string, partialId: string): Promise<boolean> {
+    const session = this.#session
+    const { partials, partialVersions } = this.#collections
+    return this.#run(async () => {
+      const result = await partials.deleteOne({ _id: partialId, organisation_id: organisationId }, { session })
+      await partialVersions.deleteMany({ organisation_id: organisationId, partial_id: partialId }, { session })
+      return result.deletedCount === 1
+    })
   }
 
   /** Queues one insert into `role`'s collection; a duplicate key rejects with `GW_ADMIN_CONFLICT`. */

@@ -12,12 +12,24 @@ import {
   apiKeyToDocument,
   auditFromDocument,
   auditToDocument,
+  collectionFromDocument,
+  collectionToDocument,
   inviteFromDocument,
   inviteToDocument,
+  labelFromDocument,
+  labelToDocument,
   memberFromDocument,
   memberToDocument,
   organisationFromDocument,
   organisationToDocument,
+  partialFromDocument,
+  partialToDocument,
+  partialVersionFromDocument,
+  partialVersionToDocument,
+  promptFromDocument,
+  promptToDocument,
+  promptVersionFromDocument,
+  promptVersionToDocument,
   toDate,
   userFromDocument,
   userToDocument,
@@ -27,9 +39,13 @@ import {
 import {
   apiKeyQuery,
   auditQuery,
+  collectionQuery,
   escapeRegex,
   inviteQuery,
+  labelQuery,
   memberQuery,
+  partialQuery,
+  promptQuery,
   userQuery,
   workspaceQuery,
 } from '../../adapters/mongo/mongo-admin-filters.js'
@@ -41,8 +57,14 @@ import type {
   ApiKeyRecord,
   AuditEntry,
   BootstrapSeed,
+  CollectionRecord,
   InviteRecord,
+  LabelRecord,
   OrganisationRecord,
+  PartialRecord,
+  PartialVersionRecord,
+  PromptRecord,
+  PromptVersionRecord,
   UserRecord,
   WorkspaceMemberRecord,
   WorkspaceRecord,
@@ -203,6 +225,118 @@ function auditEntry(organisationId: string | null, overrides: Partial<AuditEntry
     action: 'create',
     resourceId: null,
     clientIp: '127.0.0.1',
+    ...overrides,
+  }
+}
+
+function collection(organisationId: string, overrides: Partial<CollectionRecord> = {}): CollectionRecord {
+  return {
+    id: randomUUID(),
+    slug: 'default-a1b2c3',
+    organisationId,
+    workspaceId: randomUUID(),
+    name: 'Default',
+    parentCollectionId: randomUUID(),
+    isDefault: true,
+    status: 'active',
+    createdAt: at(8_000),
+    lastUpdatedAt: at(8_001),
+    ...overrides,
+  }
+}
+
+function prompt(organisationId: string, overrides: Partial<PromptRecord> = {}): PromptRecord {
+  return {
+    id: randomUUID(),
+    slug: 'pp-support-a1b2c3',
+    organisationId,
+    workspaceId: randomUUID(),
+    collectionId: randomUUID(),
+    name: 'Support',
+    status: 'active',
+    publishedVersion: 1,
+    latestVersion: 2,
+    createdAt: at(9_000),
+    lastUpdatedAt: at(9_001),
+    ...overrides,
+  }
+}
+
+function promptVersion(owner: PromptRecord, overrides: Partial<PromptVersionRecord> = {}): PromptVersionRecord {
+  return {
+    id: randomUUID(),
+    promptId: owner.id,
+    organisationId: owner.organisationId,
+    workspaceId: owner.workspaceId,
+    version: 2,
+    template: '[{"role":"user","content":"{{q}}"}]',
+    // Member names MongoDB field names handle badly, and one that must stay data.
+    parameters: Object.fromEntries([
+      ['temperature', 0.5],
+      ['max_tokens', 2 ** 40],
+      ['a.b', 'dotted'],
+      ['$set', { nested: [1, null, true] }],
+      ['__proto__', 'proto'],
+    ]),
+    model: 'gpt-4o-mini',
+    virtualKey: 'vk-main',
+    functions: [{ name: 'f', parameters: { $ref: '#/x' } }],
+    tools: [{ type: 'function', function: { name: 'f' } }],
+    toolChoice: { type: 'function', function: { name: 'f' } },
+    description: 'second',
+    templateMetadata: { 'owner.team': 'ai' },
+    isRawTemplate: true,
+    labelId: randomUUID(),
+    status: 'archived',
+    createdAt: at(9_002),
+    ...overrides,
+  }
+}
+
+function label(organisationId: string, overrides: Partial<LabelRecord> = {}): LabelRecord {
+  return {
+    id: randomUUID(),
+    organisationId,
+    workspaceId: randomUUID(),
+    name: 'canary',
+    description: 'Canary "builds"',
+    colorCode: '#ff0000',
+    isUniversal: false,
+    status: 'active',
+    createdAt: at(10_000),
+    lastUpdatedAt: at(10_001),
+    ...overrides,
+  }
+}
+
+function partial(organisationId: string, overrides: Partial<PartialRecord> = {}): PartialRecord {
+  return {
+    id: randomUUID(),
+    slug: 'footer-a1b2c3',
+    organisationId,
+    workspaceId: randomUUID(),
+    collectionId: randomUUID(),
+    name: 'footer',
+    status: 'active',
+    publishedVersion: 2,
+    latestVersion: 3,
+    createdAt: at(11_000),
+    lastUpdatedAt: at(11_001),
+    ...overrides,
+  }
+}
+
+function partialVersion(owner: PartialRecord, overrides: Partial<PartialVersionRecord> = {}): PartialVersionRecord {
+  return {
+    id: randomUUID(),
+    partialId: owner.id,
+    organisationId: owner.organisationId,
+    workspaceId: owner.workspaceId,
+    version: 3,
+    template: 'Regards, {{name}}',
+    description: 'third',
+    status: 'active',
+    createdAt: at(11_002),
     ...overrides,
   }
 }
@@ -490,6 +624,76 @@ describe('MongoDB admin store: document mappers', () => {
     expect(auditFromDocument(auditToDocument(anonymous))).toEqual(anonymous)
   })
 
+  it('round-trips prompt template records exactly: JSON values with odd member names, nulls and booleans', () => {
+    const folder = collection(orgId)
+    expect(collectionFromDocument(collectionToDocument(folder))).toEqual(folder)
+    const plainFolder = { ...folder, parentCollectionId: null, isDefault: false, status: 'archived' as const }
+    expect(collectionFromDocument(collectionToDocument(plainFolder))).toEqual(plainFolder)
+
+    const owner = prompt(orgId)
+    expect(promptFromDocument(promptToDocument(owner))).toEqual(owner)
+    const full = promptVersion(owner)
+    const fullBack = promptVersionFromDocument(promptVersionToDocument(full))
+    expect(fullBack).toEqual(full)
+    expect(Object.keys(fullBack.parameters)).toEqual(['temperature', 'max_tokens', 'a.b', '$set', '__proto__'])
+    expect(Object.getPrototypeOf(fullBack.parameters)).toBe(Object.prototype)
+    const bare = promptVersion(owner, {
+      parameters: {},
+      model: null,
+      virtualKey: null,
+      functions: null,
+      tools: null,
+      toolChoice: null,
+      description: null,
+      templateMetadata: null,
+      isRawTemplate: false,
+      labelId: null,
+    })
+    expect(promptVersionFromDocument(promptVersionToDocument(bare))).toEqual(bare)
+    const stringChoice = promptVersion(owner, { toolChoice: 'auto', functions: [], tools: [], templateMetadata: {} })
+    expect(promptVersionFromDocument(promptVersionToDocument(stringChoice))).toEqual(stringChoice)
+
+    const custom = label(orgId)
+    expect(labelFromDocument(labelToDocument(custom))).toEqual(custom)
+    const builtIn = label(orgId, { workspaceId: null, isUniversal: true, name: 'production', description: null, colorCode: null })
+    expect(labelFromDocument(labelToDocument(builtIn))).toEqual(builtIn)
+
+    const piece = partial(orgId)
+    expect(partialFromDocument(partialToDocument(piece))).toEqual(piece)
+    expect(partialFromDocument(partialToDocument({ ...piece, collectionId: null }))).toEqual({ ...piece, collectionId: null })
+    const pieceVersion = partialVersion(piece)
+    expect(partialVersionFromDocument(partialVersionToDocument(pieceVersion))).toEqual(pieceVersion)
+    expect(partialVersionFromDocument(partialVersionToDocument({ ...pieceVersion, description: null }))).toEqual({ ...pieceVersion, description: null })
+  })
+
+  it('round-trips prompt template documents through BSON, keeping the tenant’s JSON as text', () => {
+    const viaBson = <T extends object>(document: T): T => BSON.deserialize(BSON.serialize(document)) as T
+    const owner = prompt(orgId)
+    const version = promptVersion(owner)
+    const document = promptVersionToDocument(version)
+    expect(typeof document.parameters_json).toBe('string')
+    expect(document.label_id).toBe(version.labelId)
+    expect(promptVersionFromDocument(viaBson(document))).toEqual(version)
+    expect(promptFromDocument(viaBson(promptToDocument(owner)))).toEqual(owner)
+    const folder = collection(orgId)
+    expect(collectionFromDocument(viaBson(collectionToDocument(folder)))).toEqual(folder)
+    const builtIn = label(orgId, { workspaceId: null, isUniversal: true })
+    expect(labelFromDocument(viaBson(labelToDocument(builtIn)))).toEqual(builtIn)
+    const piece = partial(orgId)
+    expect(partialFromDocument(viaBson(partialToDocument(piece)))).toEqual(piece)
+    const pieceVersion = partialVersion(piece)
+    expect(partialVersionFromDocument(viaBson(partialVersionToDocument(pieceVersion)))).toEqual(pieceVersion)
+  })
+
+  it('rejects a version number that is not an integer with GW_ADMIN_VALIDATION naming the field', () => {
+    const owner = prompt(orgId)
+    expect(() => promptVersionToDocument(promptVersion(owner, { version: 1.5 }))).toThrow(
+      expect.objectContaining({ code: 'GW_ADMIN_VALIDATION', param: 'version' }),
+    )
+    expect(() => promptToDocument({ ...owner, publishedVersion: Number.NaN })).toThrow(expect.objectContaining({ param: 'publishedVersion' }))
+    expect(() => partialToDocument(partial(orgId, { latestVersion: 2 ** 60 }))).toThrow(expect.objectContaining({ param: 'latestVersion' }))
+  })
+
   it('round-trips through BSON as the driver encodes it (numbers, dates, odd keys)', () => {
     const viaBson = <T extends object>(document: T): T => BSON.deserialize(BSON.serialize(document)) as T
     const ws = workspace(orgId)
@@ -548,6 +752,15 @@ describe('MongoDB admin store: duplicate keys → conflicts', () => {
       ['members', 'workspace_id_1_user_id_1', 'userId'],
       ['invites', 'token_hash_1', 'tokenHash'],
       ['apiKeys', 'key_hash_1', 'keyHash'],
+      ['promptCollections', 'organisation_id_1_slug_1', 'slug'],
+      ['promptCollections', 'workspace_id_1_is_default_1', 'isDefault'],
+      ['prompts', 'organisation_id_1_slug_1', 'slug'],
+      ['promptVersions', 'prompt_id_1_version_1', 'version'],
+      ['promptVersions', 'prompt_id_1_label_id_1', 'labelId'],
+      ['labels', 'organisation_id_1_workspace_id_1_name_1', 'name'],
+      ['partials', 'organisation_id_1_slug_1', 'slug'],
+      ['partials', 'workspace_id_1_name_1', 'name'],
+      ['partialVersions', 'partial_id_1_version_1', 'version'],
     ]
     for (const [role, indexName, param] of expected) {
       const index = byRole(role).find((candidate) => candidate.name === indexName)
@@ -618,6 +831,27 @@ describe('MongoDB admin store: queries', () => {
       workspace_id: 'w',
       type: { $in: ['workspace-user'] },
     })
+  })
+
+  it('builds the prompt template filters: case-insensitive literal search of name or slug, a workspace’s labels with the built-in ones', () => {
+    expect(promptQuery('o', {})).toEqual({ organisation_id: 'o' })
+    expect(promptQuery('o', { workspaceId: 'w', collectionId: 'c', search: 'a.b(' })).toEqual({
+      organisation_id: 'o',
+      workspace_id: 'w',
+      collection_id: 'c',
+      $or: [{ name: { $regex: 'a\\.b\\(', $options: 'i' } }, { slug: { $regex: 'a\\.b\\(', $options: 'i' } }],
+    })
+    expect(collectionQuery('o', { workspaceId: 'w', search: 'x' })).toEqual({
+      organisation_id: 'o',
+      workspace_id: 'w',
+      $or: [{ name: { $regex: 'x', $options: 'i' } }, { slug: { $regex: 'x', $options: 'i' } }],
+    })
+    expect(labelQuery('o', {})).toEqual({ organisation_id: 'o' })
+    expect(labelQuery('o', { workspaceId: 'w', search: '%' })).toEqual({
+      organisation_id: 'o',
+      $and: [{ $or: [{ workspace_id: 'w' }, { is_universal: true }] }, { $or: [{ name: { $regex: '%', $options: 'i' } }] }],
+    })
+    expect(partialQuery('o', { workspaceId: 'w', collectionId: 'c' })).toEqual({ organisation_id: 'o', workspace_id: 'w', collection_id: 'c' })
   })
 
   it('derives invite status from state and expiry', () => {
@@ -692,6 +926,12 @@ describe('MongoDB admin store: connection helpers', () => {
   it('describes indexes for createIndexes', () => {
     expect(indexDescription({ name: 'k', key: { a: 1 }, unique: true })).toEqual({ name: 'k', key: { a: 1 }, unique: true })
     expect(indexDescription({ name: 's', key: { b: -1 }, sparse: true })).toEqual({ name: 's', key: { b: -1 }, sparse: true })
+    expect(indexDescription({ name: 'p', key: { c: 1 }, unique: true, partialFilter: { c: { $type: 'string' } } })).toEqual({
+      name: 'p',
+      key: { c: 1 },
+      unique: true,
+      partialFilterExpression: { c: { $type: 'string' } },
+    })
   })
 
   it('fails closed, with a non-GatewayError, when the server cannot be reached or the store is not started', async () => {
@@ -788,6 +1028,85 @@ describe('MongoAdminWriter queueing (stub collections, no server)', () => {
     const pending = invite(orgId, { state: 'accepted' })
     await writer.updateInvite(pending, 'pending')
     expect(calls[2]?.args[0]).toEqual({ _id: pending.id, organisation_id: orgId, state: 'pending' })
+  })
+
+  it('refuses to delete a non-empty collection without poisoning the transaction', async () => {
+    const calls: Call[] = []
+    const writer = new MongoAdminWriter(
+      stubCollections(calls, (name) => Promise.resolve(name === 'prompts.findOne' ? { _id: 'p1' } : name.endsWith('findOne') ? null : { deletedCount: 1 })),
+      session,
+    )
+    expect(await rejection(writer.deleteCollection(orgId, 'c1'))).toMatchObject({ code: 'GW_ADMIN_CONFLICT', param: 'collectionId' })
+    expect(calls.map((call) => call.name)).toEqual(['prompts.findOne'])
+    expect(calls[0]?.args[0]).toEqual({ organisation_id: orgId, collection_id: 'c1' })
+    await writer.insertWorkspace(workspace(orgId))
+    await writer.settle()
+  })
+
+  it('deletes an empty collection after looking for prompts, partials and child collections in it', async () => {
+    const calls: Call[] = []
+    const writer = new MongoAdminWriter(
+      stubCollections(calls, (name) => Promise.resolve(name.endsWith('findOne') ? null : { deletedCount: 1 })),
+      session,
+    )
+    expect(await writer.deleteCollection(orgId, 'c1')).toBe(true)
+    expect(calls.map((call) => [call.name, call.args[0]])).toEqual([
+      ['prompts.findOne', { organisation_id: orgId, collection_id: 'c1' }],
+      ['partials.findOne', { organisation_id: orgId, collection_id: 'c1' }],
+      ['promptCollections.findOne', { organisation_id: orgId, parent_collection_id: 'c1' }],
+      ['promptCollections.deleteOne', { _id: 'c1', organisation_id: orgId }],
+    ])
+  })
+
+  it('moves a label: off the prompt’s other version first, then onto the version; nothing for an unknown version', async () => {
+    const calls: Call[] = []
+    let found: unknown = { _id: 'v2' }
+    const writer = new MongoAdminWriter(stubCollections(calls, (name) => Promise.resolve(name.endsWith('findOne') ? found : {})), session)
+    expect(await writer.setPromptVersionLabel('p1', 'v2', 'l1')).toBe(true)
+    expect(calls.map((call) => [call.name, call.args[0], call.args[1]])).toEqual([
+      ['promptVersions.findOne', { _id: 'v2', prompt_id: 'p1' }, expect.anything()],
+      ['promptVersions.updateMany', { prompt_id: 'p1', label_id: 'l1', _id: { $ne: 'v2' } }, { $set: { label_id: null } }],
+      ['promptVersions.updateOne', { _id: 'v2', prompt_id: 'p1' }, { $set: { label_id: 'l1' } }],
+    ])
+    calls.length = 0
+    expect(await writer.setPromptVersionLabel('p1', 'v2', null)).toBe(true)
+    expect(calls.map((call) => call.name)).toEqual(['promptVersions.findOne', 'promptVersions.updateOne'])
+    calls.length = 0
+    found = null
+    expect(await writer.setPromptVersionLabel('p1', 'v9', 'l1')).toBe(false)
+    expect(calls.map((call) => call.name)).toEqual(['promptVersions.findOne'])
+  })
+
+  it('cascades a workspace delete to every prompt template collection, scoped by organisation', async () => {
+    const calls: Call[] = []
+    // `find` answers a cursor, not a promise.
+    const cursor = { toArray: async () => [] }
+    const writer = new MongoAdminWriter(
+      stubCollections(calls, (name) => (name.endsWith('.find') ? (cursor as unknown as Promise<unknown>) : Promise.resolve({}))),
+      session,
+    )
+    await writer.deleteWorkspace(orgId, 'w1')
+    const deletions = calls.filter((call) => call.name.endsWith('deleteMany')).map((call) => [call.name, call.args[0]])
+    const owned = { organisation_id: orgId, workspace_id: 'w1' }
+    expect(deletions).toEqual(
+      expect.arrayContaining(
+        ['promptVersions', 'prompts', 'partialVersions', 'partials', 'promptCollections', 'labels', 'virtualKeys', 'members'].map((role) => [
+          `${role}.deleteMany`,
+          owned,
+        ]),
+      ),
+    )
+  })
+
+  it('refuses a custom label with a built-in name before reaching the server', async () => {
+    const calls: Call[] = []
+    const writer = new MongoAdminWriter(stubCollections(calls, () => Promise.resolve({ matchedCount: 1 })), session)
+    expect(await rejection(writer.insertLabel(label(orgId, { name: 'production' })))).toMatchObject({ code: 'GW_ADMIN_CONFLICT', param: 'name' })
+    const custom = label(orgId)
+    expect(await rejection(writer.updateLabel({ ...custom, name: 'staging' }, custom.lastUpdatedAt))).toMatchObject({ param: 'name' })
+    await writer.insertLabel(label(orgId, { workspaceId: null, isUniversal: true, name: 'production' }))
+    expect(calls.map((call) => call.name)).toEqual(['labels.insertOne'])
+    await writer.settle()
   })
 
   it('refuses work after retirement with a plain error', async () => {
