@@ -564,6 +564,12 @@ export class DuckDbAdminStore implements AdminStore {
 
   async ensureBuiltInLabels(organisationId: string, now: string): Promise<void> {
     const at = timestamp(now, 'now')
+    // Usually they exist: a read answers that without queueing on the write session.
+    const found = await this.#reads().query(
+      "SELECT count(*) AS present FROM labels WHERE organisation_id = $1 AND scope = '' AND list_contains($2, name)",
+      [organisationId, BUILT_IN_LABEL_NAMES],
+    )
+    if (Number(found[0]?.present ?? 0) === BUILT_IN_LABEL_NAMES.length) return
     // On the write session: concurrent calls queue, so each sees what the one before it created.
     await this.#writes().transaction(async (tx) => {
       const existing = await tx.query("SELECT name FROM labels WHERE organisation_id = $1 AND scope = ''", [organisationId])

@@ -516,6 +516,9 @@ export class MongoAdminStore implements AdminStore {
   async ensureBuiltInLabels(organisationId: string, now: string): Promise<void> {
     const at = toDate(now, 'now').toISOString()
     const { labels } = this.#open().collections
+    // Usually they exist: one indexed count answers that without any write.
+    const present = await labels.countDocuments({ organisation_id: organisationId, workspace_id: null, name: { $in: [...BUILT_IN_LABEL_NAMES] } })
+    if (present === BUILT_IN_LABEL_NAMES.length) return
     for (const name of BUILT_IN_LABEL_NAMES) {
       const label: LabelRecord = {
         id: randomUUID(),
