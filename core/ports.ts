@@ -63,8 +63,9 @@ export interface AdminWriter {
   insertWorkspace(workspace: WorkspaceRecord): Promise<void>
   updateWorkspace(workspace: WorkspaceRecord, expectedLastUpdatedAt: string): Promise<boolean>
   /**
-   * Deletes the workspace with its memberships and every dependant (API keys, virtual keys, and the
-   * configs of a later issue). Returns the deleted API keys (their caches must be evicted).
+   * Deletes the workspace with its memberships and every dependant (API keys, virtual keys, prompts
+   * and partials with their versions, custom labels, collections, and the configs of a later issue).
+   * Returns the deleted API keys (their caches must be evicted).
    */
   deleteWorkspace(organisationId: string, workspaceId: string): Promise<readonly ApiKeyRecord[]>
 
