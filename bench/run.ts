@@ -11,6 +11,7 @@ import { request } from 'undici'
 import { startClickHouse } from '../test/helpers/services.js'
 import { findWrk, runNodeClosedLoop, runOpenLoop, runWrk, stopLoadDrivers } from './load.js'
 import type { ClosedLoopResult, OpenLoopResult, RequestSpec } from './load.js'
+import { BENCH_PROMPT_VARIABLES, benchPromptTemplate } from './prompt-template.js'
 
 const distBench = fileURLToPath(new URL('.', import.meta.url))
 const root = fileURLToPath(new URL('../../', import.meta.url))
@@ -51,14 +52,17 @@ const adminKey = `gw-admin-bench-${randomBytes(12).toString('hex')}`
 const maxErrorRatio = 0.01
 
 type Mode = 'json' | 'stream'
-type ScenarioName = 'mock' | 'bare' | 'gateway-forward' | 'gateway-full-nolog' | 'gateway-full' | 'gateway-limits'
-type GatewayKind = 'forward' | 'full-nolog' | 'full' | 'limits'
+type ScenarioName = 'mock' | 'bare' | 'gateway-forward' | 'gateway-full-nolog' | 'gateway-full' | 'gateway-prompt' | 'gateway-limits'
+type GatewayKind = 'forward' | 'full-nolog' | 'full' | 'prompt' | 'limits'
 
 // A rate limit that never refuses during a run, and a token budget that is never used up.
 const unreachableRateLimit = { type: 'requests', unit: 'rpm', value: 100_000_000 }
 const unreachableTokenBudget = { type: 'tokens', credit_limit: 1_000_000_000_000 }
 // The issue 4 targets for `gateway-limits` against `gateway-full`.
 const limitsTargets = { rpsRatioToFull: 0.8, redisCallsPerRequest: 1 }
+// The issue 14 target: a prompt request (2 KB chat template, 5 variables, cached) costs at most 10%
+// more server CPU than a plain chat completion through the same chain.
+const promptTargets = { cpuRatioToFull: 1.1 }
 // The foundation's targets for the gateway against the bare forwarder (issue 2).
 const foundationTargets = { rpsRatioToBare: 0.7, p99DeltaMs: 1, ttfbP99DeltaMs: 1, peakRssMb: 200 }
 
@@ -94,6 +98,8 @@ type Server = {
   pid: number
   apiKey: string | null
   virtualKey: string | null
+  // `gateway-prompt`: the prompt its requests run (`/v1/prompts/<slug>/completions`).
+  promptSlug: string | null
   redis: RedisServer | null
   stop: () => Promise<void>
 }
@@ -407,7 +413,7 @@ const startGateway = async (mockOrigin: string, kind: GatewayKind, clickHouseUrl
         )
       }
     : kind === 'full-nolog' ? { plugins: { log: { enabled: false } } } : {}
-  const logs = kind === 'full' || kind === 'limits'
+  const logs = kind === 'full' || kind === 'limits' || kind === 'prompt'
   // Each gateway logs to its own ClickHouse database (the URL path names it).
   const logStore = !logs ? null : clickHouseUrl === null ? 'duckdb' : 'clickhouse'
   const clickHouseEnv = logStore === 'clickhouse' ? { CLICKHOUSE_URL: `${clickHouseUrl}/bench_${kind}_${randomBytes(4).toString('hex')}` } : {}
@@ -450,6 +456,7 @@ const startGateway = async (mockOrigin: string, kind: GatewayKind, clickHouseUrl
     await waitForHttp(`${origin}/readyz`, child, 30_000)
     let apiKey: string | null = null
     let virtualKey: string | null = null
+    let promptSlug: string | null = null
     if (full) {
       const limited = kind === 'limits'
       const admin = { 'x-gateway-api-key': adminKey }
@@ -482,8 +489,30 @@ const startGateway = async (mockOrigin: string, kind: GatewayKind, clickHouseUrl
         const checks = JSON.stringify(ready.checks ?? ready)
         if (!/redis-rate-limiter/.test(checks)) throw new Error(`gateway is not on the Redis rate limiter: /readyz ${checks.slice(0, 300)}`)
       }
+      if (kind === 'prompt') {
+        // The prompt's virtual key holds provider, custom host and provider key; requests name only the prompt.
+        const vk = await postJson(`${origin}/v1/virtual-keys`, admin, {
+          name: 'bench-prompt',
+          provider: 'openai',
+          key: 'sk-bench-virtual-key',
+          custom_host: `${mockOrigin}/v1`,
+          workspace_id: workspaceId
+        })
+        const vkSlug = field(vk, 'slug')
+        if (vkSlug === null) throw new Error(`virtual key response has no slug: ${JSON.stringify(vk).slice(0, 300)}`)
+        const prompt = await postJson(`${origin}/v1/prompts`, admin, {
+          workspace_id: workspaceId,
+          name: 'bench',
+          string: benchPromptTemplate(),
+          parameters: {},
+          virtual_key: vkSlug,
+          model: 'gpt-4o-mini'
+        })
+        promptSlug = field(prompt, 'slug')
+        if (promptSlug === null) throw new Error(`prompt response has no slug: ${JSON.stringify(prompt).slice(0, 300)}`)
+      }
     }
-    return { origin, logStore, pid: child.pid!, apiKey, virtualKey, redis, stop: cleanup }
+    return { origin, logStore, pid: child.pid!, apiKey, virtualKey, promptSlug, redis, stop: cleanup }
   } catch (e) {
     let logTail = ''
     try { logTail = tail(readFileSync(logPath, 'utf8')) } catch { logTail = '' }
@@ -509,6 +538,14 @@ const requestSpec = (server: Server, mockOrigin: string, mode: Mode): RequestSpe
       }
   const origin = server.origin
   if (server.apiKey !== null) headers['x-gateway-api-key'] = server.apiKey
+  if (server.promptSlug !== null) {
+    // The prompt decides provider and host (selection headers next to it are refused with 400).
+    const promptHeaders: Record<string, string> = { 'content-type': 'application/json', authorization: 'Bearer sk-bench' }
+    if (server.apiKey !== null) promptHeaders['x-gateway-api-key'] = server.apiKey
+    const variables = JSON.stringify(BENCH_PROMPT_VARIABLES)
+    const promptBody = mode === 'stream' ? `{"variables":${variables},"stream":true}` : `{"variables":${variables}}`
+    return { origin, path: `/v1/prompts/${server.promptSlug}/completions`, headers: promptHeaders, body: promptBody }
+  }
   const body = mode === 'stream'
     ? '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hello"}],"stream":true}'
     : '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hello"}]}'
@@ -865,14 +902,14 @@ const loggingTable = (rows: LoggingComparison[], results: ModeResult[]): string 
   }))
 }
 
-const allScenarios: ScenarioName[] = ['mock', 'bare', 'gateway-forward', 'gateway-full-nolog', 'gateway-full', 'gateway-limits']
-const aliases: Record<string, ScenarioName> = { forward: 'gateway-forward', nolog: 'gateway-full-nolog', 'full-nolog': 'gateway-full-nolog', full: 'gateway-full', gateway: 'gateway-full', limits: 'gateway-limits' }
-const gatewayKinds: Partial<Record<ScenarioName, GatewayKind>> = { 'gateway-forward': 'forward', 'gateway-full-nolog': 'full-nolog', 'gateway-full': 'full', 'gateway-limits': 'limits' }
+const allScenarios: ScenarioName[] = ['mock', 'bare', 'gateway-forward', 'gateway-full-nolog', 'gateway-full', 'gateway-prompt', 'gateway-limits']
+const aliases: Record<string, ScenarioName> = { forward: 'gateway-forward', nolog: 'gateway-full-nolog', 'full-nolog': 'gateway-full-nolog', full: 'gateway-full', gateway: 'gateway-full', prompt: 'gateway-prompt', limits: 'gateway-limits' }
+const gatewayKinds: Partial<Record<ScenarioName, GatewayKind>> = { 'gateway-forward': 'forward', 'gateway-full-nolog': 'full-nolog', 'gateway-full': 'full', 'gateway-prompt': 'prompt', 'gateway-limits': 'limits' }
 
 // Where the logging scenarios send their records: BENCH_CLICKHOUSE_URL, else a throwaway
 // clickhouse-server, else (BENCH_LOG_STORE=duckdb, or no clickhouse-server) the embedded DuckDB file.
 const startLogStore = async (selected: readonly ScenarioName[]): Promise<{ url: string, stop: () => Promise<void> } | null> => {
-  if (!selected.some((s) => s === 'gateway-full' || s === 'gateway-limits')) return null
+  if (!selected.some((s) => s === 'gateway-full' || s === 'gateway-prompt' || s === 'gateway-limits')) return null
   if (process.env.BENCH_LOG_STORE === 'duckdb') return null
   const external = process.env.BENCH_CLICKHOUSE_URL
   if (external !== undefined && external !== '') return { url: external.replace(/\/+$/, ''), stop: async () => {} }
@@ -918,6 +955,62 @@ const pairedRatios = async (bare: Server, gateway: Server, scenario: ScenarioNam
   }
   const mid = median(ratios)
   return { scenario, mode, ratios, median: mid, target: mid === null ? null : mid >= foundationTargets.rpsRatioToBare }
+}
+
+/** `gateway-prompt` against `gateway-full`: server CPU per request and req/s, both running, alternating slices. */
+type PromptComparison = {
+  mode: Mode
+  // From the main runs (minutes apart): prompt's cpu us/req over full's.
+  cpuRatioMain: number | null
+  rounds: Array<{ fullRps: number, promptRps: number, fullCpuUs: number | null, promptCpuUs: number | null }>
+  cpuRatioMedian: number | null
+  rpsRatioMedian: number | null
+  target: boolean | null
+}
+
+/**
+ * Server CPU per request of `gateway-prompt` and `gateway-full` in alternating closed-loop slices
+ * (full first in even rounds), so the VM's drift hits both alike. CPU is the server process's
+ * user + system time over the slice (its 1 s warm-up included), per request at the slice's rate.
+ */
+const pairedPromptVsFull = async (full: Server, prompt: Server, mode: Mode, mockOrigin: string, cpuRatioMain: number | null): Promise<PromptComparison> => {
+  const runClosedLoop = findWrk() !== null && !options.forceNodeDriver ? runWrk : runNodeClosedLoop
+  const slice = async (server: Server): Promise<{ rps: number, cpuUs: number | null }> => {
+    const before = cpuMs(server.pid)
+    const result = await runClosedLoop(requestSpec(server, mockOrigin, mode), { connections: options.connections, durationS: options.pairedSliceS, warmupS: 1, threads: options.wrkThreads })
+    const after = cpuMs(server.pid)
+    const requests = result.rps * (options.pairedSliceS + 1)
+    return { rps: result.rps, cpuUs: before === null || after === null || requests <= 0 ? null : (after - before) * 1000 / requests }
+  }
+  const rounds: PromptComparison['rounds'] = []
+  for (let round = 0; round < options.pairedRounds; round++) {
+    let f: { rps: number, cpuUs: number | null }
+    let p: { rps: number, cpuUs: number | null }
+    if (round % 2 === 0) {
+      f = await slice(full)
+      p = await slice(prompt)
+    } else {
+      p = await slice(prompt)
+      f = await slice(full)
+    }
+    rounds.push({ fullRps: f.rps, promptRps: p.rps, fullCpuUs: f.cpuUs, promptCpuUs: p.cpuUs })
+  }
+  const cpuRatios = rounds.filter((r) => r.fullCpuUs !== null && r.promptCpuUs !== null && r.fullCpuUs > 0).map((r) => r.promptCpuUs! / r.fullCpuUs!)
+  const rpsRatios = rounds.filter((r) => r.fullRps > 0).map((r) => r.promptRps / r.fullRps)
+  const cpuRatioMedian = median(cpuRatios)
+  return { mode, cpuRatioMain, rounds, cpuRatioMedian, rpsRatioMedian: median(rpsRatios), target: cpuRatioMedian === null ? null : cpuRatioMedian <= promptTargets.cpuRatioToFull }
+}
+
+const promptTable = (rows: PromptComparison[]): string => {
+  const header = ['prompt vs full', 'mode', 'rounds', `cpu/req ratio median (<=${fmt(promptTargets.cpuRatioToFull)})`, 'min', 'max', 'rps ratio median', 'cpu/req ratio, main runs']
+  return table(header, rows.map((r) => {
+    const ratios = r.rounds.filter((x) => x.fullCpuUs !== null && x.promptCpuUs !== null && x.fullCpuUs > 0).map((x) => x.promptCpuUs! / x.fullCpuUs!)
+    return [
+      'gateway-prompt', r.mode, String(r.rounds.length), `${fmt(r.cpuRatioMedian)}${mark(r.target)}`,
+      fmt(ratios.length === 0 ? null : Math.min(...ratios)), fmt(ratios.length === 0 ? null : Math.max(...ratios)),
+      fmt(r.rpsRatioMedian), fmt(r.cpuRatioMain)
+    ]
+  }))
 }
 
 const pairedTable = (rows: PairedComparison[]): string => {
@@ -968,11 +1061,11 @@ const main = async (): Promise<void> => {
     let server: Server
     try {
       if (scenario === 'mock') {
-        server = { origin: mockOrigin, logStore: null, pid: mockPid, apiKey: null, virtualKey: null, redis: null, stop: async () => {} }
+        server = { origin: mockOrigin, logStore: null, pid: mockPid, apiKey: null, virtualKey: null, promptSlug: null, redis: null, stop: async () => {} }
       } else if (scenario === 'bare') {
         const bare = await spawnWithReadyLine(join(distBench, 'bare-forwarder.js'), { PORT: '0', UPSTREAM: mockOrigin })
         pinServer(bare.child.pid!)
-        server = { origin: `http://127.0.0.1:${bare.port}`, logStore: null, pid: bare.child.pid!, apiKey: null, virtualKey: null, redis: null, stop: () => stopChild(bare.child) }
+        server = { origin: `http://127.0.0.1:${bare.port}`, logStore: null, pid: bare.child.pid!, apiKey: null, virtualKey: null, promptSlug: null, redis: null, stop: () => stopChild(bare.child) }
       } else {
         server = await startGateway(mockOrigin, gatewayKinds[scenario]!, clickHouse?.url ?? null)
       }
@@ -996,7 +1089,7 @@ const main = async (): Promise<void> => {
     log(`bench: paired req/s ratios, ${options.pairedRounds} rounds of ${options.pairedSliceS}s slices (+1s warm-up each), bare and gateway alternating`)
     const bareChild = await spawnWithReadyLine(join(distBench, 'bare-forwarder.js'), { PORT: '0', UPSTREAM: mockOrigin })
     pinServer(bareChild.child.pid!)
-    const bare: Server = { origin: `http://127.0.0.1:${bareChild.port}`, logStore: null, pid: bareChild.child.pid!, apiKey: null, virtualKey: null, redis: null, stop: () => stopChild(bareChild.child) }
+    const bare: Server = { origin: `http://127.0.0.1:${bareChild.port}`, logStore: null, pid: bareChild.child.pid!, apiKey: null, virtualKey: null, promptSlug: null, redis: null, stop: () => stopChild(bareChild.child) }
     try {
       for (const scenario of pairedScenarios) {
         const gateway = await startGateway(mockOrigin, gatewayKinds[scenario]!, clickHouse?.url ?? null)
@@ -1012,6 +1105,28 @@ const main = async (): Promise<void> => {
       }
     } finally {
       await bare.stop()
+    }
+  }
+  const promptComparisons: PromptComparison[] = []
+  const ran = (scenario: ScenarioName): boolean => results.some((r) => r.scenario === scenario && r.skipped === null)
+  if (options.pairedRounds > 0 && ran('gateway-full') && ran('gateway-prompt')) {
+    log(`bench: gateway-prompt against gateway-full, ${options.pairedRounds} rounds of ${options.pairedSliceS}s slices (+1s warm-up each), alternating`)
+    const full = await startGateway(mockOrigin, 'full', clickHouse?.url ?? null)
+    try {
+      const prompt = await startGateway(mockOrigin, 'prompt', clickHouse?.url ?? null)
+      try {
+        for (const mode of modes) {
+          const mainFull = results.find((r) => r.scenario === 'gateway-full' && r.mode === mode)?.serverCpuUsPerRequest ?? null
+          const mainPrompt = results.find((r) => r.scenario === 'gateway-prompt' && r.mode === mode)?.serverCpuUsPerRequest ?? null
+          const row = await pairedPromptVsFull(full, prompt, mode, mockOrigin, mainFull === null || mainPrompt === null || mainFull <= 0 ? null : mainPrompt / mainFull)
+          log(`  gateway-prompt/${mode}: cpu/req ratios ${row.rounds.map((r) => (r.fullCpuUs === null || r.promptCpuUs === null ? '-' : fmt(r.promptCpuUs / r.fullCpuUs))).join(' ')}`)
+          promptComparisons.push(row)
+        }
+      } finally {
+        await prompt.stop()
+      }
+    } finally {
+      await full.stop()
     }
   }
   await stopChild(mock.child)
@@ -1058,6 +1173,10 @@ const main = async (): Promise<void> => {
     process.stdout.write(`\n${pairedTable(paired)}\n`)
     process.stdout.write(`paired = bare forwarder and gateway measured in alternating ${options.pairedSliceS}s slices at ${options.connections} connections, both running; one ratio per round\n`)
   }
+  if (promptComparisons.length > 0) {
+    process.stdout.write(`\n${promptTable(promptComparisons)}\n`)
+    process.stdout.write(`prompt vs full = server CPU per request (and req/s) of gateway-prompt over gateway-full, both running, in alternating ${options.pairedSliceS}s slices at ${options.connections} connections; one ratio per round\n`)
+  }
   process.stdout.write('\nerrors = closed-loop/open-loop; latencies at the fixed rate and TTFB are from the scheduled send time\n')
 
   const report = {
@@ -1079,7 +1198,8 @@ const main = async (): Promise<void> => {
     comparisons,
     limitsComparisons,
     loggingComparisons,
-    pairedComparisons: paired
+    pairedComparisons: paired,
+    promptComparisons
   }
   mkdirSync(resultsDir, { recursive: true })
   const file = join(resultsDir, `${startedAt.toISOString().replace(/:/g, '-')}.json`)

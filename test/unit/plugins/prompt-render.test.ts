@@ -302,3 +302,77 @@ describe('request body', () => {
     expect(build(template, { variables: { name: 'Ada' } }).tools[0].type).toBe('function')
   })
 })
+
+describe('long texts (parsed as a skeleton)', () => {
+  /** A deterministic pseudo-random generator, so a failure is reproducible from its seed. */
+  function random(seed: number): () => number {
+    let state = seed
+    return () => {
+      state = (state * 1103515245 + 12345) % 2147483648
+      return state / 2147483648
+    }
+  }
+
+  /** A long template mixing text, blank and standalone lines, CRLF, every tag kind and indented partials. */
+  function generated(seed: number): string {
+    const next = random(seed)
+    const pick = <T,>(items: readonly T[]): T => items[Math.floor(next() * items.length)] as T
+    const words = ['alpha', 'beta', '  ', ' ', '\t', 'x', '}', '"}]', 'gamma delta', '...', '  indented']
+    const inline = ['{{a}}', '{{{b}}}', '{{& a}}', '{{! note }}', '{{#s}}in {{a}}{{/s}}', '{{^e}}empty{{/e}}', '{{#s}}[{{.}}]{{/s}}']
+    const lines: string[] = []
+    const openSections: string[] = []
+    let length = 0
+    while (length < 6000) {
+      const kind = next()
+      let line: string
+      if (kind < 0.35) line = Array.from({ length: 1 + Math.floor(next() * 8) }, () => pick(words)).join('')
+      else if (kind < 0.6) line = `${pick(words)}${pick(inline)}${pick(words)}${pick(inline)}${pick(words)}`
+      else if (kind < 0.7) {
+        // A standalone section line: close the innermost open one, or open one.
+        const pad = pick(['', '  '])
+        if (openSections.length > 0 && next() < 0.5) line = `${pad}{{/${openSections.pop() as string}}}${pick(['', ' '])}`
+        else {
+          const [sigil, name] = pick([['#', 's'], ['^', 'e'], ['#', 'e'], ['^', 's']] as const)
+          openSections.push(name)
+          line = `${pad}{{${sigil}${name}}}${pick(['', ' '])}`
+        }
+      } else if (kind < 0.8) line = `${pick(['', '  ', '\t', 'lead '])}{{>p}}${pick(['', ' tail', '  '])}`
+      else if (kind < 0.9) line = pick(['', '   ', '\r', 'line\r'])
+      else line = `{{! a comment\nover lines }}${pick(words)}`
+      lines.push(line)
+      length += line.length + 1
+    }
+    while (openSections.length > 0) lines.push(`{{/${openSections.pop() as string}}}`)
+    return lines.join('\n')
+  }
+
+  it('renders exactly as mustache.js renders the text itself', () => {
+    const partials = { p: 'partial line one {{a}}\n  partial line two\n' }
+    let compared = 0
+    for (let seed = 1; seed <= 40; seed++) {
+      const text = generated(seed)
+      let expected: string
+      try {
+        expected = new Mustache.Writer().render(text, { a: 'A', b: '<B>', s: 'S', e: '' }, partials, { escape: (value: string) => value })
+      } catch (error) {
+        throw new Error(`seed ${seed}: ${(error as Error).message}`)
+      }
+      const template = compile(text, partials)
+      expect(build(template, { variables: { a: 'A', b: '<B>', s: 'S', e: '' } }).prompt, `seed ${seed}`).toBe(expected)
+      compared++
+    }
+    expect(compared).toBeGreaterThan(20)
+  })
+
+  it('reports a syntax error of a long text with the parser’s own message', () => {
+    const text = `${'plain text line\n'.repeat(300)}{{#open}} never closed`
+    let message = ''
+    try {
+      new Mustache.Writer().parse(text, ['{{', '}}'])
+    } catch (error) {
+      message = (error as Error).message
+    }
+    expect(message).not.toBe('')
+    expect(compileError(text).message).toContain(message)
+  })
+})
