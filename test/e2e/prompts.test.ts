@@ -284,6 +284,26 @@ describe('refusals', () => {
   }
 })
 
+describe('limits', () => {
+  it("charges the template's virtual key's rate limit on completions, and nothing on /render", async () => {
+    const limited = await ok('POST', '/v1/virtual-keys', {
+      workspace_id: workspace,
+      name: 'limited',
+      provider: 'openai',
+      key: VK_SECRET,
+      custom_host: mock.url,
+      rate_limits: [{ type: 'requests', unit: 'rpm', value: 1 }],
+    })
+    const onLimited = await ok('POST', '/v1/prompts', { workspace_id: workspace, name: 'Limited', string: chatTemplate('v1'), parameters: {}, virtual_key: limited.slug, model: 'gpt-4o-mini' })
+    for (let i = 0; i < 3; i++) expect((await raw(`/v1/prompts/${onLimited.slug}/render`, { variables: VARIABLES })).status).toBe(200)
+    expect((await complete(onLimited.slug, { variables: VARIABLES })).object).toBe('chat.completion')
+    const refused = await completeError(onLimited.slug, { variables: VARIABLES })
+    expect(refused.status).toBe(429)
+    expect((refused.error as Json).code).toBe('GW_RATE_LIMITED')
+    expect(refused.message).toContain('virtual key')
+  })
+})
+
 describe('request log', () => {
   it('records the prompt slug and version, filterable by prompt_slug in analytics', async () => {
     const traceId = `prompt-log-${randomUUID()}`
