@@ -9,6 +9,7 @@ import type { ApiKeyType } from './admin-records.js'
 import type { BudgetHold } from './budgets.js'
 import type { GatewayError } from './errors.js'
 import type { LimitSubject, RateLimitClaim, RateLimitHold } from './limits.js'
+import type { RoutingPlan, RoutingTarget } from './routing-config.js'
 import type { HttpMethod, RouteSpec } from './routes.js'
 
 /** Who is calling: the resolved API key or JWT. */
@@ -156,6 +157,72 @@ export class ClientAbort {
   }
 }
 
+/** `x-gateway-cache-status` values (API.md §2). */
+export type CacheStatus = 'HIT' | 'MISS' | 'REFRESH' | 'DISABLED'
+
+/**
+ * An upstream attempt (API.md §4). A request routed by a config may go upstream more than once:
+ * retries of a target, fallback to the next one, a load-balanced or conditional pick. Each try is an
+ * `Attempt`. The terminal plugin (forward) makes them and, for each, runs the group's `onAttempt`
+ * hooks through the `AttemptGate` the pipeline hands it (core/plugin.ts):
+ *
+ * - virtual-key resolves the target's virtual key into `attempt.credential` / `attempt.virtualKey`;
+ * - rate-limit and budget check and hold that virtual key's limits for this attempt;
+ * - cache answers from the response cache (a `Reply`) or notes the key to store the answer under.
+ *
+ * A hook refuses an attempt by returning a `GatewayError` (the router counts it as a failed attempt,
+ * with the error's status, and moves on as for an upstream failure: a 429 or 412 of our own limits
+ * falls back like a provider's) or serves it by returning a `Reply` (a cache hit). When an attempt
+ * is not the one whose reply goes to the client (refused, failed, retried), `onAttemptEnd` runs for
+ * every plugin whose `onAttempt` ran for it, so holds are released at once. The served attempt is
+ * `ctx.attempt`; its holds are settled in `onLog` with the real usage, like a request's.
+ *
+ * A request without a config makes no `Attempt`: its single upstream call is admitted by the
+ * request-level hooks (onRequest, onAccess), so none of this runs on the fast path.
+ */
+export class Attempt {
+  /** 0 for the request's first attempt; counts every retry and fallback. written by: forward */
+  readonly index: number
+  /** The config leaf tried. written by: forward */
+  readonly target: RoutingTarget
+  /** Which try of its target this is (0: the first, n: the n-th retry). written by: forward */
+  readonly retry: number
+  /** The JSON body sent: the request's with the target's `override_params` (`null` on non-JSON routes). written by: forward */
+  readonly body: JsonObject | null
+  /** The bytes sent. written by: forward */
+  readonly rawBody: Buffer | null
+  /** The provider and credential of the target's virtual key. written by: virtual-key */
+  credential: ProviderCredential | null = null
+  /** The target's virtual key's limits. written by: virtual-key */
+  virtualKey: LimitSubject | null = null
+  /** What rate-limit took for the virtual key for this attempt. written by: rate-limit */
+  rateLimitHold: RateLimitHold | null = null
+  /** What budget reserved for the virtual key for this attempt. written by: budget */
+  budgetHold: BudgetHold | null = null
+  /** The response-cache key of this attempt's request, when its target caches. written by: cache */
+  cacheKey: string | null = null
+  /** How the response cache took part. written by: cache */
+  cacheStatus: CacheStatus | null = null
+  /** Upstream status, the status of the gateway's own refusal, or 0 when no status came (connection failure, timeout). written by: forward */
+  status = 0
+  /** Why the attempt failed (`null` when it was served or failed with a provider status). written by: forward */
+  error: GatewayError | null = null
+  /** How many `onAttempt` hooks ran for it (the first `onAttemptEnd` hooks to call). written by: core (the gate) */
+  hooksRan = 0
+  /** Monotonic start and end (`performance.now()`); `endedAt` once the status is known. written by: forward */
+  readonly startedAt: number
+  endedAt: number | null = null
+
+  constructor(init: { index: number; target: RoutingTarget; retry: number; body: JsonObject | null; rawBody: Buffer | null; startedAt: number }) {
+    this.index = init.index
+    this.target = init.target
+    this.retry = init.retry
+    this.body = init.body
+    this.rawBody = init.rawBody
+    this.startedAt = init.startedAt
+  }
+}
+
 export class RequestContext {
   /** Unique id (UUID v4). written by: core */
   readonly requestId: string
@@ -252,6 +319,15 @@ export class RequestContext {
    * the limits and forward see what goes upstream. written by: prompt-render
    */
   prompt: PromptRun | null = null
+  /**
+   * The config this request is routed by (`x-gateway-config`, a saved slug or inline JSON, or the API
+   * key's default config), compiled; `null` without one. written by: config
+   */
+  routing: RoutingPlan | null = null
+  /** Every upstream attempt of a config-routed request, in order (`null` without a config). written by: forward */
+  attempts: Attempt[] | null = null
+  /** The attempt whose reply went to the client (`null` without a config, or when none did). written by: forward */
+  attempt: Attempt | null = null
 
   constructor(init: {
     requestId: string

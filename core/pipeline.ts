@@ -14,7 +14,7 @@
  * slots the terminal fills there (`ctx.usage`) are final for every other hook. The array is ordered
  * once here; running it costs nothing more per request.
  */
-import type { JsonObject, RequestContext, SseEvent } from './context.js'
+import type { Attempt, JsonObject, RequestContext, SseEvent } from './context.js'
 import {
   ERRORS,
   GatewayError,
@@ -26,7 +26,7 @@ import {
 } from './errors.js'
 import { JSON_TOO_DEEP_MESSAGE, jsonTooDeep } from './json-depth.js'
 import { METADATA_HEADER, parseMetadataHeader } from './json-metadata.js'
-import type { GatewayPlugin, HookResult, Reply } from './plugin.js'
+import type { AttemptGate, GatewayPlugin, HookResult, Reply } from './plugin.js'
 import type { RouteGroup } from './routes.js'
 import type { Logger } from './service.js'
 
@@ -67,6 +67,9 @@ type RequestHook = (ctx: RequestContext) => HookResult | Promise<HookResult>
 type ResponseHook = (ctx: RequestContext, reply: Reply) => GatewayError | undefined
 type ChunkHook = (ctx: RequestContext, event: SseEvent) => SseEvent | null
 type LogHook = (ctx: RequestContext) => void
+type AttemptHook = (ctx: RequestContext, attempt: Attempt) => HookResult | Promise<HookResult>
+type AttemptEndHook = (ctx: RequestContext, attempt: Attempt) => void
+type TerminalHook = (ctx: RequestContext, gate: AttemptGate) => Promise<Reply | GatewayError>
 
 const JSON_CONTENT_TYPE: readonly [string, string] = ['content-type', 'application/json']
 
@@ -94,7 +97,8 @@ export class Pipeline {
   readonly #size: number
   readonly #onRequest: readonly Step<RequestHook>[]
   readonly #onAccess: readonly Step<RequestHook>[]
-  readonly #terminal: Step<(ctx: RequestContext) => Promise<Reply | GatewayError>>
+  readonly #terminal: Step<TerminalHook>
+  readonly #gate: AttemptGate
   readonly #onResponse: readonly Step<ResponseHook>[]
   readonly #onChunk: readonly Step<ChunkHook>[]
   readonly #onLog: readonly Step<LogHook>[]
@@ -113,9 +117,10 @@ export class Pipeline {
     this.#size = members.length
     this.#onRequest = stepsOf(members, 'onRequest')
     this.#onAccess = stepsOf(members, 'onAccess')
-    const terminal = stepsOf<(ctx: RequestContext) => Promise<Reply | GatewayError>>(members, 'onForward')
+    const terminal = stepsOf<TerminalHook>(members, 'onForward')
     if (terminal.length !== 1) throw new Error(`route group "${group}" needs exactly one terminal plugin`)
-    this.#terminal = terminal[0] as Step<(ctx: RequestContext) => Promise<Reply | GatewayError>>
+    this.#terminal = terminal[0] as Step<TerminalHook>
+    this.#gate = new PipelineAttemptGate(stepsOf<AttemptHook>(members, 'onAttempt'), stepsOf<AttemptEndHook>(members, 'onAttemptEnd'), logger)
     this.#onResponse = stepsOf<ResponseHook>(members, 'onResponse').reverse()
     this.#onChunk = stepsOf<ChunkHook>(members, 'onChunk').reverse()
     this.#onLog = terminalFirst(stepsOf<LogHook>(members, 'onLog'), this.#terminal.rank)
@@ -173,7 +178,7 @@ export class Pipeline {
       if (result === undefined) {
         phase = 'onForward'
         current = this.#terminal.name
-        result = await this.#terminal.fn(ctx)
+        result = await this.#terminal.fn(ctx, this.#gate)
       }
       reply = result instanceof GatewayError ? this.errorReply(ctx, result) : (result as Reply)
       phase = 'onResponse'
@@ -252,6 +257,51 @@ export class Pipeline {
         step.fn(ctx)
       } catch (error) {
         this.#logger.error({ err: error, plugin: step.name, phase: 'onLog', requestId: ctx.requestId }, 'onLog hook threw')
+      }
+    }
+  }
+}
+
+/**
+ * The group's `onAttempt` / `onAttemptEnd` hooks (`Attempt` in core/context.ts), in priority order. A hook that
+ * throws has a bug: it is logged and the attempt refused with a generic 500 (`admit`) or skipped (`end`).
+ */
+class PipelineAttemptGate implements AttemptGate {
+  readonly empty: boolean
+  readonly #admit: readonly Step<AttemptHook>[]
+  readonly #end: readonly Step<AttemptEndHook>[]
+  readonly #logger: Logger
+
+  constructor(admit: readonly Step<AttemptHook>[], end: readonly Step<AttemptEndHook>[], logger: Logger) {
+    this.#admit = admit
+    this.#end = end
+    this.#logger = logger
+    this.empty = admit.length === 0
+  }
+
+  async admit(ctx: RequestContext, attempt: Attempt): Promise<HookResult> {
+    for (const step of this.#admit) {
+      attempt.hooksRan += 1
+      try {
+        const value = step.fn(ctx, attempt)
+        const result = isPromise(value) ? await value : value
+        if (result !== undefined) return result
+      } catch (error) {
+        this.#logger.error({ err: error, plugin: step.name, phase: 'onAttempt', requestId: ctx.requestId }, 'plugin hook threw')
+        return gatewayError(ERRORS.GW_INTERNAL)
+      }
+    }
+    return undefined
+  }
+
+  end(ctx: RequestContext, attempt: Attempt): void {
+    const ran = this.#admit.slice(0, attempt.hooksRan).map((step) => step.rank)
+    for (const step of this.#end) {
+      if (!ran.includes(step.rank)) continue
+      try {
+        step.fn(ctx, attempt)
+      } catch (error) {
+        this.#logger.error({ err: error, plugin: step.name, phase: 'onAttemptEnd', requestId: ctx.requestId }, 'plugin hook threw')
       }
     }
   }

@@ -14,6 +14,14 @@
  * | `onChunk`    | each streamed SSE event                      | reverse, plugins that ran      | may modify or drop   |
  * | `onLog`      | after the reply ended, failed or was aborted | terminal first, then priority  | never; never throws  |
  *
+ * Two more hooks run only inside the terminal plugin, once per upstream attempt of a request routed
+ * by a config (`Attempt` in core/context.ts), through the `AttemptGate` it is handed:
+ *
+ * | hook           | when                                          | order                 | may stop the attempt |
+ * | -------------- | --------------------------------------------- | --------------------- | -------------------- |
+ * | `onAttempt`    | before an attempt goes upstream               | priority, high first  | yes (refuse / serve) |
+ * | `onAttemptEnd` | the attempt will not be the reply (failed, retried, refused) | plugins whose `onAttempt` ran | never |
+ *
  * `onLog` order: the group's terminal plugin's `onLog` runs first, then every other plugin's `onLog` by
  * priority (high first), whether or not the request reached the terminal. The terminal plugin is the
  * one that knows how the exchange ended upstream, so its `onLog` finishes the context slots only it
@@ -25,7 +33,7 @@
  * `Reply` (sent as is, e.g. a cache hit). Returning `undefined` continues. A hook that *throws* has a
  * bug: the client gets a generic 500 and the error is logged with the plugin name and phase.
  */
-import type { RequestContext, SseEvent } from './context.js'
+import type { Attempt, RequestContext, SseEvent } from './context.js'
 import type { GatewayError } from './errors.js'
 import type { ByteStream } from './ports.js'
 import type { RouteGroup } from './routes.js'
@@ -55,8 +63,19 @@ export interface GatewayPlugin {
   onRequest?(ctx: RequestContext): HookResult | Promise<HookResult>
   /** The body is read (`ctx.rawBody`, and `ctx.body` for JSON routes). */
   onAccess?(ctx: RequestContext): HookResult | Promise<HookResult>
-  /** Terminal: produce the reply (or an error). Exactly one plugin per route group has it. */
-  onForward?(ctx: RequestContext): Promise<Reply | GatewayError>
+  /**
+   * Terminal: produce the reply (or an error). Exactly one plugin per route group has it. `gate`
+   * runs the group's `onAttempt` / `onAttemptEnd` hooks for each upstream attempt it makes.
+   */
+  onForward?(ctx: RequestContext, gate: AttemptGate): Promise<Reply | GatewayError>
+  /**
+   * An upstream attempt of a config-routed request is about to go out (`Attempt` in core/context.ts). Return a
+   * `GatewayError` to refuse it (it counts as a failed attempt), a `Reply` to serve it (a cache hit),
+   * or `undefined` to let it go.
+   */
+  onAttempt?(ctx: RequestContext, attempt: Attempt): HookResult | Promise<HookResult>
+  /** The attempt will not be the reply: release what `onAttempt` held for it. Synchronous; must not throw. */
+  onAttemptEnd?(ctx: RequestContext, attempt: Attempt): void
   /** The reply is about to be sent; return an error to send that instead. Synchronous. */
   onResponse?(ctx: RequestContext, reply: Reply): GatewayError | undefined
   /** One streamed event; return it (possibly changed), or `null` to drop it. Synchronous. */
@@ -72,7 +91,20 @@ export interface GatewayPlugin {
   close?(): Promise<void>
 }
 
-export type PhaseName = 'onRequest' | 'onAccess' | 'onForward' | 'onResponse' | 'onChunk' | 'onLog'
+/**
+ * The group's attempt hooks, compiled by the pipeline and handed to the terminal plugin's `onForward`.
+ * `admit` runs every `onAttempt` hook (priority order) until one returns a result; `end` runs
+ * `onAttemptEnd` of every plugin whose `onAttempt` ran for the attempt. Neither throws: a hook that
+ * throws is logged and turned into a 500 refusal (`admit`) or skipped (`end`).
+ */
+export interface AttemptGate {
+  /** `true` when no plugin of the group has `onAttempt`: the router may skip `admit`/`end`. */
+  readonly empty: boolean
+  admit(ctx: RequestContext, attempt: Attempt): HookResult | Promise<HookResult>
+  end(ctx: RequestContext, attempt: Attempt): void
+}
+
+export type PhaseName = 'onRequest' | 'onAccess' | 'onForward' | 'onAttempt' | 'onAttemptEnd' | 'onResponse' | 'onChunk' | 'onLog'
 
 /** Structural view of a zod schema, so core does not depend on the validation library. */
 export interface ConfigSchema<T> {

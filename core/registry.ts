@@ -113,7 +113,7 @@ export function resolvePlugins(
   return { enabled, activeGroups, inactiveGroups }
 }
 
-const PHASES: readonly PhaseName[] = ['onRequest', 'onAccess', 'onForward', 'onResponse', 'onChunk', 'onLog']
+const PHASES: readonly PhaseName[] = ['onRequest', 'onAccess', 'onForward', 'onAttempt', 'onAttemptEnd', 'onResponse', 'onChunk', 'onLog']
 
 /**
  * Throws when a created plugin's hooks differ from the phases its definition declares: the
