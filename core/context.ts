@@ -158,7 +158,7 @@ export class ClientAbort {
 }
 
 /** `x-gateway-cache-status` values (API.md §2). */
-export type CacheStatus = 'HIT' | 'MISS' | 'REFRESH' | 'DISABLED'
+export type CacheHeaderStatus = 'HIT' | 'MISS' | 'REFRESH' | 'DISABLED'
 
 /**
  * An upstream attempt (API.md §4). A request routed by a config may go upstream more than once:
@@ -202,7 +202,7 @@ export class Attempt {
   /** The response-cache key of this attempt's request, when its target caches. written by: cache */
   cacheKey: string | null = null
   /** How the response cache took part. written by: cache */
-  cacheStatus: CacheStatus | null = null
+  cacheStatus: CacheHeaderStatus | null = null
   /** Upstream status, the status of the gateway's own refusal, or 0 when no status came (connection failure, timeout). written by: forward */
   status = 0
   /** Why the attempt failed (`null` when it was served or failed with a provider status). written by: forward */
