@@ -9,7 +9,8 @@
  * limits changed or deleted); `virtualKeys` messages are a virtual key UUID; `budgetResets`
  * messages are `<kind>:<id>:<resetAt ms>` (a manual `reset_usage`); `prompts` messages are a workspace
  * UUID (a prompt, partial, label or collection of it changed: compiled templates of the workspace are
- * dropped). On every channel the message `*`
+ * dropped); `configs` messages are a config UUID (updated or deleted: its compiled plan is dropped).
+ * On every channel the message `*`
  * means "drop everything cached" (sent e.g. after a notifier reconnects, when messages may have been
  * missed).
  */
@@ -20,4 +21,5 @@ export const CHANGE_CHANNELS = {
   virtualKeys: 'virtual-keys',
   budgetResets: 'budget-resets',
   prompts: 'prompts',
+  configs: 'configs',
 } as const
