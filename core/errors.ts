@@ -55,7 +55,7 @@ function defineError(
   return Object.freeze({ code, status, type, adminCode, message })
 }
 
-/** The catalogue. Keys equal their `code`; areas: REQ, AUTH, SCOPE, VIRTUAL_KEY, PROMPT, ADMIN, LOGS, RATE_LIMIT, BUDGET, UPSTREAM, UNAVAILABLE, INTERNAL. */
+/** The catalogue. Keys equal their `code`; areas: REQ, AUTH, SCOPE, VIRTUAL_KEY, PROMPT, CONFIG, ADMIN, LOGS, RATE_LIMIT, BUDGET, UPSTREAM, UNAVAILABLE, INTERNAL. */
 export const ERRORS = {
   // Request shape
   GW_REQ_MALFORMED_JSON: defineError('GW_REQ_MALFORMED_JSON', 400, 'invalid_request_error', 'AB01', 'The request body is not valid JSON'),
@@ -89,6 +89,12 @@ export const ERRORS = {
   GW_PROMPT_PARTIAL_NOT_FOUND: defineError('GW_PROMPT_PARTIAL_NOT_FOUND', 400, 'invalid_request_error', 'AB01', 'A partial the prompt template uses does not exist'),
   GW_PROMPT_TEMPLATE_INVALID: defineError('GW_PROMPT_TEMPLATE_INVALID', 400, 'invalid_request_error', 'AB01', 'The prompt template cannot be rendered'),
   GW_PROMPT_UNAVAILABLE: defineError('GW_PROMPT_UNAVAILABLE', 503, 'service_unavailable_error', 'AB04', 'Prompt templates are temporarily unavailable'),
+  // Configs (x-gateway-config, a key's default config; API.md §4)
+  GW_CONFIG_INVALID: defineError('GW_CONFIG_INVALID', 400, 'invalid_request_error', 'AB01', 'The config is invalid'),
+  GW_CONFIG_NOT_FOUND: defineError('GW_CONFIG_NOT_FOUND', 404, 'not_found_error', 'AB08', 'Config not found'),
+  GW_CONFIG_NO_TARGET: defineError('GW_CONFIG_NO_TARGET', 400, 'invalid_request_error', 'AB01', 'No condition of the config matched and it has no default target'),
+  GW_CONFIG_UNAVAILABLE: defineError('GW_CONFIG_UNAVAILABLE', 503, 'service_unavailable_error', 'AB04', 'Configs are temporarily unavailable'),
+  GW_CIRCUIT_OPEN: defineError('GW_CIRCUIT_OPEN', 503, 'service_unavailable_error', 'AB04', 'Every target of the config is cooling down after failures (circuit open)'),
   // Admin API
   GW_ADMIN_VALIDATION: defineError('GW_ADMIN_VALIDATION', 400, 'invalid_request_error', 'AB01', 'Validation failed'),
   GW_ADMIN_NOT_FOUND: defineError('GW_ADMIN_NOT_FOUND', 404, 'not_found_error', 'AB08', 'Resource not found'),
