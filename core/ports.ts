@@ -41,6 +41,7 @@ import type {
 } from './admin-records.js'
 import type { GatewayError } from './errors.js'
 import type { FeedbackRecord, LogRecord } from './logs.js'
+import type { BreakerSetting } from './routing-config.js'
 import { portToken, type Service } from './service.js'
 
 // ---------------------------------------------------------------------------------------------
@@ -422,3 +423,46 @@ export interface ChangeNotifier extends Service {
   subscribe(channel: string, handler: (message: string) => void): () => void
 }
 export const ChangeNotifier = portToken<ChangeNotifier>('ChangeNotifier')
+
+// ---------------------------------------------------------------------------------------------
+// Circuit breakers
+
+/** What a breaker needs of a target's `strategy.cb_config` (which statuses fail is the router's call). */
+export type CircuitSetting = Pick<BreakerSetting, 'failureThreshold' | 'cooldownMs'>
+
+/**
+ * Circuit breakers of config targets (API.md §4 `strategy.cb_config`), one circuit per `key`: the
+ * router names a target's identity, e.g. `<workspace id>:<config id>:<target path>`, so keys of
+ * different workspaces or configs never meet. Which outcomes are failures is the router's decision;
+ * the breaker only counts what `record` reports. Times are the caller's clock (`now`, epoch ms).
+ *
+ * - closed: every attempt is allowed; failures in a row are counted and a success resets the count.
+ *   The `failureThreshold`-th failure in a row opens the circuit for `cooldownMs`.
+ * - open: `allow` answers false until the cool-down has passed. Outcomes of attempts allowed
+ *   before it opened (stragglers) are ignored meanwhile.
+ * - half-open (open and cooled down): exactly one caller gets `true`, the probe, across every
+ *   instance sharing the store; the others get false until an outcome is recorded. A success closes
+ *   the circuit (count 0), a failure opens it again for `cooldownMs`. A probe that never reports
+ *   (its instance died) holds its claim for `cooldownMs` only; then another caller may probe.
+ *
+ * `allow` sits on the request path of every attempt with a breaker: while the circuit is closed it
+ * answers synchronously from the instance's own state (no store round trip, no allocation); it
+ * returns a Promise only for a half-open circuit, whose probe is claimed atomically in the store.
+ * It never rejects. `record` is fire-and-forget: it never throws and never makes the caller wait;
+ * store errors are counted and logged (rate-limited). A success on a circuit with no failures
+ * recorded costs one map look-up.
+ *
+ * Shared stores (Redis) mirror each circuit's state in every instance: state changes are published
+ * and reach the other instances within about a second. When the store cannot be reached the breaker
+ * never refuses because of it: each instance goes on counting its own outcomes, opening and probing
+ * on its own as the in-process breaker does, until the store answers again. Instances keep at most
+ * a bounded number of circuits in memory (least recently failed dropped first; a dropped circuit
+ * reads as closed).
+ */
+export interface CircuitBreaker extends Service {
+  /** Whether an attempt may go to the target now (see above for when this is a Promise). */
+  allow(key: string, setting: CircuitSetting, now: number): boolean | Promise<boolean>
+  /** The outcome of an allowed attempt: `success` false counts towards opening the circuit. */
+  record(key: string, setting: CircuitSetting, success: boolean, now: number): void
+}
+export const CircuitBreaker = portToken<CircuitBreaker>('CircuitBreaker')
