@@ -7,8 +7,8 @@
  * arguments; they never see the container.
  *
  * The environment picks the production adapters: `MONGODB_URI` → MongoDB admin store (else the
- * embedded DuckDB file) and budget usage store, `REDIS_URL` → Redis change notifier, rate limiter
- * and budget ledger (else in process), `CLICKHOUSE_URL` → ClickHouse log sink and log analytics (else the DuckDB file;
+ * embedded DuckDB file) and budget usage store, `REDIS_URL` → Redis change notifier, rate limiter,
+ * budget ledger and response cache (else in process), `CLICKHOUSE_URL` → ClickHouse log sink and log analytics (else the DuckDB file;
  * either journals under `<dataDir>/log-journal/` while its store is unreachable).
  * Service names carry the technology where there is a choice, so `/readyz` shows which adapter runs.
  * The MongoDB, Redis and ClickHouse adapters are imported only when their URL is set: each pulls
@@ -30,6 +30,7 @@ import { FileExportStore } from '../adapters/embedded/file-export-store.js'
 import { InProcessBudgetLedger } from '../adapters/memory/in-process-budget-ledger.js'
 import { InProcessChangeNotifier } from '../adapters/memory/in-process-change-notifier.js'
 import { InProcessRateLimiter } from '../adapters/memory/in-process-rate-limiter.js'
+import { InProcessResponseCache } from '../adapters/memory/in-process-response-cache.js'
 import { connectAddressPolicy, parseAllowList } from '../adapters/providers/custom-host-policy.js'
 import { TableProviderRegistry } from '../adapters/providers/provider-registry.js'
 import { UndiciUpstreamClient } from '../adapters/providers/upstream-client.js'
@@ -40,13 +41,14 @@ import { ExportStore, LogServices } from '../core/log-exports.js'
 import { LogAnalytics } from '../core/logs.js'
 import type { PipelineMember } from '../core/pipeline.js'
 import type { GatewayPlugin } from '../core/plugin.js'
-import { AdminStore, ChangeNotifier, LogSink, OutboundFetch, ProviderRegistry, SecretCipher, UpstreamClient } from '../core/ports.js'
+import { AdminStore, ChangeNotifier, LogSink, OutboundFetch, ProviderRegistry, ResponseCache, SecretCipher, UpstreamClient } from '../core/ports.js'
 import { RateLimiter } from '../core/rate-limits.js'
 import { checkDeclaredPhases, ConfigError, resolvePlugins, type PluginResolution } from '../core/registry.js'
 import type { RouteGroup } from '../core/routes.js'
 import { Clock, Logger, type Service, type Token } from '../core/service.js'
 import { BudgetBook } from '../plugins/budget/book.js'
 import type { BudgetConfig } from '../plugins/budget/config.js'
+import type { CacheConfig } from '../plugins/cache/config.js'
 import { PLUGIN_CATALOGUE } from '../plugins/index.js'
 import type { LoadedConfig } from './load.js'
 import { loadPriceTable } from './pricing.js'
@@ -73,6 +75,7 @@ const PORT_NAMES = new Map<symbol, string>([
   [LogSink, 'log-sink'],
   [ChangeNotifier, 'change-notifier'],
   [RateLimiter, 'rate-limiter'],
+  [ResponseCache, 'response-cache'],
   [ProviderRegistry, 'provider-registry'],
   [UpstreamClient, 'upstream-client'],
   [OutboundFetch, 'outbound-fetch'],
@@ -114,11 +117,13 @@ async function loadOptionalStores({ mongodbUri, redisUrl, clickhouse }: LoadedCo
           import('../adapters/redis/redis-budget-ledger.js'),
           import('../adapters/redis/redis-change-notifier.js'),
           import('../adapters/redis/redis-rate-limiter.js'),
-        ]).then(([ledger, notifier, limiter]) => ({
+          import('../adapters/redis/redis-response-cache.js'),
+        ]).then(([ledger, notifier, limiter, responseCache]) => ({
           url: redisUrl,
           RedisBudgetLedger: ledger.RedisBudgetLedger,
           RedisChangeNotifier: notifier.RedisChangeNotifier,
           RedisRateLimiter: limiter.RedisRateLimiter,
+          RedisResponseCache: responseCache.RedisResponseCache,
         })),
     clickhouse === null
       ? null
@@ -206,6 +211,17 @@ export async function wire(loaded: LoadedConfig): Promise<Wiring> {
     })
   } else {
     container.register(RateLimiter, { useFactory: serviceFactory('in-process-rate-limiter', () => new InProcessRateLimiter()) })
+  }
+  // The response cache exists only while the cache plugin is enabled (its bounds are the plugin's).
+  const cachePlugin = resolution.enabled.find((entry) => entry.definition.name === 'cache')
+  if (cachePlugin !== undefined) {
+    const cacheConfig = cachePlugin.config as CacheConfig
+    container.register(ResponseCache, {
+      useFactory:
+        redis !== null
+          ? serviceFactory<ResponseCache>('redis-response-cache', () => new redis.RedisResponseCache({ url: redis.url, commandTimeoutMs: cacheConfig.redisCommandTimeoutMs }))
+          : serviceFactory<ResponseCache>('in-process-response-cache', (c) => new InProcessResponseCache({ maxBytes: cacheConfig.maxBytes, clock: c.resolve<Clock>(Clock) })),
+    })
   }
   container.register(ProviderRegistry, {
     useFactory: instanceCachingFactory(() => new TableProviderRegistry({ allowedCustomHosts: environment.allowedCustomHosts })),

@@ -119,6 +119,12 @@ export type Outcome = 'completed' | 'errored' | 'aborted'
 /** What `onChunk` hooks see: one Server-Sent Event's `data` payload (without `data: ` and the blank line). */
 export interface SseEvent {
   data: string
+  /**
+   * The event's other lines as received (`event:`, `id:`, comments), when core parsed it; the
+   * exchange writes them back unchanged before the `data` lines, so hooks read them, never change
+   * them (the response cache keeps them with a captured stream). written by: core
+   */
+  readonly otherLines?: readonly string[]
 }
 
 /**

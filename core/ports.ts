@@ -425,6 +425,39 @@ export interface ChangeNotifier extends Service {
 export const ChangeNotifier = portToken<ChangeNotifier>('ChangeNotifier')
 
 // ---------------------------------------------------------------------------------------------
+// Response cache
+
+/** A stored reply: what a cache hit sends back as it is. */
+export interface CachedResponse {
+  readonly status: number
+  /**
+   * Content headers only (`content-type`): never `x-gateway-*` or other per-request headers, which
+   * belong to the request that stored the reply.
+   */
+  readonly headers: ReadonlyArray<readonly [string, string]>
+  /** The body bytes (a streamed request's Server-Sent Events bytes). Readers must not modify them. */
+  readonly body: Uint8Array
+}
+
+/**
+ * Replies of config-routed requests whose target sets `cache` (API.md §4), stored by the cache
+ * plugin under keys it derives (a SHA-256 of the workspace, the target and the normalised request);
+ * adapters treat keys as opaque. Redis (shared by every instance) when `REDIS_URL` is set, else an
+ * in-process LRU bounded by bytes.
+ *
+ * - `get` resolves `null` for a key never stored, expired or evicted; it rejects when the store
+ *   cannot be reached (the plugin then counts a miss, never an error).
+ * - `set` stores or replaces the entry for `maxAgeSeconds` (whole seconds, at least 1); bodies are
+ *   bytes and come back byte for byte. An adapter may refuse (skip) an entry larger than it holds,
+ *   and may drop entries before they expire to stay within its bounds. Rejects when unreachable.
+ */
+export interface ResponseCache extends Service {
+  get(key: string): Promise<CachedResponse | null>
+  set(key: string, value: CachedResponse, maxAgeSeconds: number): Promise<void>
+}
+export const ResponseCache = portToken<ResponseCache>('ResponseCache')
+
+// ---------------------------------------------------------------------------------------------
 // Circuit breakers
 
 /** What a breaker needs of a target's `strategy.cb_config` (which statuses fail is the router's call). */

@@ -7,6 +7,7 @@ import { adminApi } from './admin-api/index.js'
 import { audit } from './audit/index.js'
 import { auth } from './auth/index.js'
 import { budget } from './budget/index.js'
+import { cache } from './cache/index.js'
 import { forward } from './forward/index.js'
 import { log } from './log/index.js'
 import { promptRender } from './prompt-render/index.js'
@@ -23,6 +24,7 @@ export const PLUGIN_CATALOGUE: readonly PluginDefinition[] = [
   log,
   rateLimit,
   budget,
+  cache,
   adminApi,
   audit,
 ] as readonly PluginDefinition[]
