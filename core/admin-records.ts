@@ -76,7 +76,10 @@ export interface UsageLimitRule {
 /** `defaults` of an API key or a workspace: metadata merged into every request, default config. */
 export interface RequestDefaults {
   readonly metadata: Readonly<Record<string, string>> | null
-  /** Config slug or id. */
+  /**
+   * Config slug or id. The Admin API checks it names a config of the key's (or workspace's)
+   * workspace and stores that config's slug; older records may hold an id.
+   */
   readonly configId: string | null
 }
 
@@ -484,4 +487,72 @@ export interface LabelFilter {
 export interface PartialFilter {
   readonly workspaceId?: string
   readonly collectionId?: string
+}
+
+// ---------------------------------------------------------------------------------------------
+// Configs (API.md §4, §5; reference/admin-api.md §6)
+
+/** `active` or `archived` (an archived config is kept with its versions). */
+export type ConfigStatus = 'active' | 'archived'
+
+/**
+ * A saved routing config of a workspace. It carries its latest version's JSON (`config`, `version`,
+ * `versionId`), so the data plane reads one record per look-up (`AdminStore.findConfig`); every
+ * version, the latest included, is also kept as a `ConfigVersionRecord`. The Admin API writes the
+ * record and its new version in one transaction.
+ */
+export interface ConfigRecord {
+  readonly id: string
+  /** Unique in the organisation (`pc-<name>-<6 hex>`); accepted wherever an id is. */
+  readonly slug: string
+  readonly organisationId: string
+  readonly workspaceId: string
+  readonly name: string
+  /**
+   * The latest version's config as JSON text: the object as sent, serialised without white space,
+   * after `checkRoutingConfig(…, 'saved')` (core/routing-config.ts) accepted it.
+   */
+  readonly config: string
+  /** The latest version's number (1, 2, 3, ... never reused) and id. */
+  readonly version: number
+  readonly versionId: string
+  /** The workspace's default config (at most one per workspace). */
+  readonly isDefault: boolean
+  readonly status: ConfigStatus
+  /** Who created it: a user id, else the id of the API key (a JWT's subject) that did. */
+  readonly ownerId: string | null
+  /** Who changed it last, in the same form. */
+  readonly updatedBy: string | null
+  readonly createdAt: string
+  readonly lastUpdatedAt: string
+}
+
+/** One immutable version of a config's JSON. */
+export interface ConfigVersionRecord {
+  readonly id: string
+  readonly configId: string
+  readonly organisationId: string
+  readonly workspaceId: string
+  /** 1, 2, 3, ... per config. */
+  readonly version: number
+  /** JSON text, as `ConfigRecord.config`. */
+  readonly config: string
+  /** Who made this version (as `ConfigRecord.ownerId`). */
+  readonly createdBy: string | null
+  readonly createdAt: string
+}
+
+export interface ConfigFilter {
+  readonly workspaceId?: string
+  /** Only the default config (`true`) or only the others (`false`). */
+  readonly isDefault?: boolean
+}
+
+/**
+ * What names a config as its default (`defaults.configId`, holding the config's id or slug): the
+ * API keys and workspaces a delete of the config must leave without a default first.
+ */
+export interface ConfigDependants {
+  readonly apiKeys: readonly ApiKeyRecord[]
+  readonly workspaces: readonly WorkspaceRecord[]
 }

@@ -13,6 +13,10 @@ import type {
   BootstrapSeed,
   CollectionFilter,
   CollectionRecord,
+  ConfigDependants,
+  ConfigFilter,
+  ConfigRecord,
+  ConfigVersionRecord,
   LabelFilter,
   LabelRecord,
   PartialFilter,
@@ -64,8 +68,8 @@ export interface AdminWriter {
   insertWorkspace(workspace: WorkspaceRecord): Promise<void>
   updateWorkspace(workspace: WorkspaceRecord, expectedLastUpdatedAt: string): Promise<boolean>
   /**
-   * Deletes the workspace with its memberships and every dependant (API keys, virtual keys, prompts
-   * and partials with their versions, custom labels, collections, and the configs of a later issue).
+   * Deletes the workspace with its memberships and every dependant (API keys, virtual keys, configs
+   * with their versions, prompts and partials with their versions, custom labels, collections).
    * Returns the deleted API keys (their caches must be evicted).
    */
   deleteWorkspace(organisationId: string, workspaceId: string): Promise<readonly ApiKeyRecord[]>
@@ -128,11 +132,28 @@ export interface AdminWriter {
   insertPartialVersion(version: PartialVersionRecord): Promise<void>
   /** Deletes the partial and its versions; returns whether one was deleted. */
   deletePartial(organisationId: string, partialId: string): Promise<boolean>
+
+  /**
+   * Inserts a config with its version 1 (`first`, whose number, id and JSON the record carries as
+   * its latest). A slug already used in the organisation is a conflict on `slug`; a second default
+   * config of a workspace, on `isDefault`.
+   */
+  insertConfig(config: ConfigRecord, first: ConfigVersionRecord): Promise<void>
+  /**
+   * Replaces the config record (name, status, default flag, and the latest version's number, id and
+   * JSON when a version is added with `insertConfigVersion` in the same transaction). A second
+   * default config of a workspace is a conflict on `isDefault`.
+   */
+  updateConfig(config: ConfigRecord, expectedLastUpdatedAt: string): Promise<boolean>
+  /** A version number already used by the config is a conflict on `version`. */
+  insertConfigVersion(version: ConfigVersionRecord): Promise<void>
+  /** Deletes the config and all its versions; returns whether one was deleted. */
+  deleteConfig(organisationId: string, configId: string): Promise<boolean>
 }
 
 /**
- * Organisations, users, workspaces, members, invites, API keys, virtual keys and the audit log
- * (API.md §5).
+ * Organisations, users, workspaces, members, invites, API keys, virtual keys, configs, prompt
+ * templates and the audit log (API.md §5).
  * Every read is scoped by organisation. Writes go through `write`, which stores the action's audit
  * entry in the same transaction: an admin action and its audit entry succeed or fail together.
  * A store that cannot be reached rejects with an error that is not a `GatewayError` (callers fail
@@ -232,6 +253,24 @@ export interface AdminStore extends Service {
   findPartialVersion(partialId: string, selector: VersionSelector): Promise<PartialVersionRecord | null>
   /** Every version of a partial, newest first. */
   listPartialVersions(partialId: string): Promise<readonly PartialVersionRecord[]>
+
+  /**
+   * The data plane's look-up of a saved config (`x-gateway-config: <slug>`, or an API key's
+   * default): a config of the organisation by slug or UUID (an id match wins), carrying its latest
+   * version's JSON text, version number and id, its slug, id, workspace and status. Reads only,
+   * through unique indexes (no scan); `null` when there is none. Callers cache the answer and drop
+   * it on a `configs` change notification (core/channels.ts).
+   */
+  findConfig(organisationId: string, slugOrId: string): Promise<ConfigRecord | null>
+  /** Ordered by `createdAt`, then id. */
+  listConfigs(organisationId: string, filter: ConfigFilter, page: PageRequest): Promise<Paged<ConfigRecord>>
+  /** One page of a config's versions, newest (highest number) first. */
+  listConfigVersions(configId: string, page: PageRequest): Promise<Paged<ConfigVersionRecord>>
+  /**
+   * The API keys and workspaces of the organisation whose `defaults.configId` equals one of `refs`
+   * (a config's id and slug), each ordered by `createdAt`, then id.
+   */
+  configDependants(organisationId: string, refs: readonly string[]): Promise<ConfigDependants>
 }
 export const AdminStore = portToken<AdminStore>('AdminStore')
 

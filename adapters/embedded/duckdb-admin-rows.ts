@@ -13,6 +13,9 @@ import type {
   ApiKeyType,
   AuditEntry,
   CollectionRecord,
+  ConfigRecord,
+  ConfigStatus,
+  ConfigVersionRecord,
   InviteRecord,
   InviteState,
   JwtSettings,
@@ -315,6 +318,47 @@ export function partialVersionRow(version: PartialVersionRecord): AdminRow {
   }
 }
 
+/** The single-column key of a slug in an organisation (see duckdb-schema.ts `configs`). */
+export function slugKey(organisationId: string, slug: string): string {
+  return JSON.stringify([organisationId, slug])
+}
+
+export function configRow(config: ConfigRecord): AdminRow {
+  return {
+    id: config.id,
+    slug: config.slug,
+    slug_key: slugKey(config.organisationId, config.slug),
+    organisation_id: config.organisationId,
+    workspace_id: config.workspaceId,
+    name: config.name,
+    config: config.config,
+    version: integer(config.version, 'version'),
+    version_id: config.versionId,
+    is_default: config.isDefault,
+    // The key that allows one default config per workspace (see duckdb-schema.ts).
+    default_workspace_id: config.isDefault ? config.workspaceId : null,
+    status: config.status,
+    owner_id: config.ownerId,
+    updated_by: config.updatedBy,
+    created_at: timestamp(config.createdAt, 'createdAt'),
+    last_updated_at: timestamp(config.lastUpdatedAt, 'lastUpdatedAt'),
+  }
+}
+
+export function configVersionRow(version: ConfigVersionRecord): AdminRow {
+  return {
+    id: version.id,
+    config_id: version.configId,
+    organisation_id: version.organisationId,
+    workspace_id: version.workspaceId,
+    version: integer(version.version, 'version'),
+    version_key: versionKey(version.configId, version.version),
+    config: version.config,
+    created_by: version.createdBy,
+    created_at: timestamp(version.createdAt, 'createdAt'),
+  }
+}
+
 export function auditRow(entry: AuditEntry): AdminRow {
   if (!Number.isInteger(entry.responseStatusCode)) {
     throw gatewayError(ERRORS.GW_ADMIN_VALIDATION, 'responseStatusCode is not an integer', { param: 'responseStatusCode' })
@@ -392,6 +436,11 @@ export const COLUMNS = {
     'id', 'partial_id', 'organisation_id', 'workspace_id', 'version', 'version_key', 'template', 'description', 'status',
     'created_at',
   ],
+  configs: [
+    'id', 'slug', 'slug_key', 'organisation_id', 'workspace_id', 'name', 'config', 'version', 'version_id', 'is_default',
+    'default_workspace_id', 'status', 'owner_id', 'updated_by', 'created_at', 'last_updated_at',
+  ],
+  config_versions: ['id', 'config_id', 'organisation_id', 'workspace_id', 'version', 'version_key', 'config', 'created_by', 'created_at'],
   audit_log: [
     'id', 'timestamp', 'organisation_id', 'workspace_id', 'user_id', 'user_type', 'method', 'uri', 'request_id',
     'request_body', 'query_params', 'response_status_code', 'resource_type', 'action', 'resource_id', 'client_ip',
@@ -773,6 +822,40 @@ export function toPartialVersion(row: SqlRow, prefix = ''): PartialVersionRecord
     template: read.text('template'),
     description: read.optionalText('description'),
     status: read.text('status') as PromptStatus,
+    createdAt: read.iso('created_at'),
+  }
+}
+
+export function toConfig(row: SqlRow, prefix = ''): ConfigRecord {
+  const read = new RowReader(row, prefix)
+  return {
+    id: read.text('id'),
+    slug: read.text('slug'),
+    organisationId: read.text('organisation_id'),
+    workspaceId: read.text('workspace_id'),
+    name: read.text('name'),
+    config: read.text('config'),
+    version: read.integer('version'),
+    versionId: read.text('version_id'),
+    isDefault: read.boolean('is_default'),
+    status: read.text('status') as ConfigStatus,
+    ownerId: read.optionalText('owner_id'),
+    updatedBy: read.optionalText('updated_by'),
+    createdAt: read.iso('created_at'),
+    lastUpdatedAt: read.iso('last_updated_at'),
+  }
+}
+
+export function toConfigVersion(row: SqlRow, prefix = ''): ConfigVersionRecord {
+  const read = new RowReader(row, prefix)
+  return {
+    id: read.text('id'),
+    configId: read.text('config_id'),
+    organisationId: read.text('organisation_id'),
+    workspaceId: read.text('workspace_id'),
+    version: read.integer('version'),
+    config: read.text('config'),
+    createdBy: read.optionalText('created_by'),
     createdAt: read.iso('created_at'),
   }
 }

@@ -27,6 +27,10 @@ import {
   type BootstrapSeed,
   type CollectionFilter,
   type CollectionRecord,
+  type ConfigDependants,
+  type ConfigFilter,
+  type ConfigRecord,
+  type ConfigVersionRecord,
   type InviteFilter,
   type InviteRecord,
   type LabelFilter,
@@ -63,10 +67,13 @@ import {
   memberRow,
   organisationRow,
   selectList,
+  slugKey,
   timestamp,
   toApiKey,
   toAuditEntry,
   toCollection,
+  toConfig,
+  toConfigVersion,
   toInvite,
   toLabel,
   toMember,
@@ -127,6 +134,8 @@ const PROMPT_VERSION_COLUMNS = selectList('prompt_versions')
 const LABEL_COLUMNS = selectList('labels')
 const PARTIAL_COLUMNS = selectList('partials')
 const PARTIAL_VERSION_COLUMNS = selectList('partial_versions')
+const CONFIG_COLUMNS = selectList('configs')
+const CONFIG_VERSION_COLUMNS = selectList('config_versions')
 
 /** Case-insensitive substring of the name or slug (`search` of the prompt and collection filters). */
 function searchCondition(query: Query, search: string, columns: readonly string[]): string {
@@ -333,14 +342,14 @@ export class DuckDbAdminStore implements AdminStore {
       `SELECT
          (SELECT count(*) FROM api_keys WHERE organisation_id = $1 AND workspace_id = $2) AS api_keys,
          (SELECT count(*) FROM virtual_keys WHERE organisation_id = $1 AND workspace_id = $2) AS virtual_keys,
+         (SELECT count(*) FROM configs WHERE organisation_id = $1 AND workspace_id = $2) AS configs,
          (SELECT count(*) FROM prompts WHERE organisation_id = $1 AND workspace_id = $2) AS prompts`,
       [organisationId, workspaceId],
     )
-    // Configs are counted once a later issue adds their table.
     return {
       apiKeys: Number(rows[0]?.api_keys ?? 0),
       virtualKeys: Number(rows[0]?.virtual_keys ?? 0),
-      configs: 0,
+      configs: Number(rows[0]?.configs ?? 0),
       prompts: Number(rows[0]?.prompts ?? 0),
     }
   }
@@ -628,6 +637,52 @@ export class DuckDbAdminStore implements AdminStore {
       [partialId],
     )
     return rows.map((row) => toPartialVersion(row))
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Configs
+
+  async findConfig(organisationId: string, slugOrId: string): Promise<ConfigRecord | null> {
+    // Two single-column key look-ups (see duckdb-schema.ts), the id first: an id match wins should a
+    // slug ever equal another config's id.
+    const byId = await this.#reads().query(`SELECT ${CONFIG_COLUMNS} FROM configs WHERE id = $1 AND organisation_id = $2`, [slugOrId, organisationId])
+    if (byId[0] !== undefined) return toConfig(byId[0])
+    const bySlug = await this.#reads().query(`SELECT ${CONFIG_COLUMNS} FROM configs WHERE slug_key = $1`, [slugKey(organisationId, slugOrId)])
+    return first(bySlug, (row) => toConfig(row))
+  }
+
+  async listConfigs(organisationId: string, filter: ConfigFilter, page: PageRequest): Promise<Paged<ConfigRecord>> {
+    const query = new Query()
+    query.where(`organisation_id = ${query.param(organisationId)}`)
+    if (filter.workspaceId !== undefined) query.where(`workspace_id = ${query.param(filter.workspaceId)}`)
+    if (filter.isDefault !== undefined) query.where(`is_default = ${query.param(filter.isDefault)}`)
+    return this.#page(query, `SELECT ${CONFIG_COLUMNS} FROM configs`, 'created_at, id', page, (row) => toConfig(row))
+  }
+
+  async listConfigVersions(configId: string, page: PageRequest): Promise<Paged<ConfigVersionRecord>> {
+    const query = new Query()
+    query.where(`config_id = ${query.param(configId)}`)
+    return this.#page(query, `SELECT ${CONFIG_VERSION_COLUMNS} FROM config_versions`, 'version DESC', page, (row) => toConfigVersion(row))
+  }
+
+  async configDependants(organisationId: string, refs: readonly string[]): Promise<ConfigDependants> {
+    if (refs.length === 0) return { apiKeys: [], workspaces: [] }
+    // `defaults` is the JSON text of `RequestDefaults`; these tables are small and this is no hot path.
+    const { keys, workspaces } = await this.#reads().transaction(async (tx) => ({
+      keys: await tx.query(
+        `SELECT ${API_KEY_COLUMNS} FROM api_keys
+         WHERE organisation_id = $1 AND list_contains($2, json_extract_string(defaults, '$.configId'))
+         ORDER BY created_at, id`,
+        [organisationId, [...refs]],
+      ),
+      workspaces: await tx.query(
+        `SELECT ${WORKSPACE_COLUMNS} FROM workspaces
+         WHERE organisation_id = $1 AND list_contains($2, json_extract_string(defaults, '$.configId'))
+         ORDER BY created_at, id`,
+        [organisationId, [...refs]],
+      ),
+    }))
+    return { apiKeys: keys.map((row) => toApiKey(row)), workspaces: workspaces.map((row) => toWorkspace(row)) }
   }
 
   // -------------------------------------------------------------------------------------------

@@ -16,6 +16,8 @@ import {
   BUILT_IN_LABEL_NAMES,
   type ApiKeyRecord,
   type CollectionRecord,
+  type ConfigRecord,
+  type ConfigVersionRecord,
   type InviteRecord,
   type InviteState,
   type LabelRecord,
@@ -37,6 +39,8 @@ import {
   type AdminRow,
   apiKeyRow,
   collectionRow,
+  configRow,
+  configVersionRow,
   inviteRow,
   labelKey,
   labelRow,
@@ -123,7 +127,7 @@ async function updateRow(executor: DuckDbExecutor, tableName: AdminTableName, ro
  * rows carry the workspace id (prompt and partial versions included, so none is left orphaned).
  */
 const WORKSPACE_CASCADE = [
-  'virtual_keys', 'prompt_versions', 'prompts', 'partial_versions', 'partials', 'collections', 'labels',
+  'virtual_keys', 'config_versions', 'configs', 'prompt_versions', 'prompts', 'partial_versions', 'partials', 'collections', 'labels',
 ] as const satisfies readonly AdminTableName[]
 
 const API_KEY_COLUMNS = selectList('api_keys')
@@ -164,6 +168,14 @@ function checkFirstVersion(
 ): void {
   if (ownerId !== owner.id || version.organisationId !== owner.organisationId || version.workspaceId !== owner.workspaceId) {
     throw new TypeError('the first version does not belong to the record it is inserted with')
+  }
+}
+
+/** A config's first version is version 1 of that config, and the record carries it as its latest. */
+function checkFirstConfigVersion(config: ConfigRecord, first: ConfigVersionRecord): void {
+  checkFirstVersion(config, first, first.configId)
+  if (first.version !== 1 || config.version !== 1 || config.versionId !== first.id || config.config !== first.config) {
+    throw new TypeError('a config is inserted with its version 1, which the record carries as its latest')
   }
 }
 
@@ -218,7 +230,6 @@ export class DuckDbAdminWriter implements AdminWriter {
   }
 
   async deleteWorkspace(organisationId: string, workspaceId: string): Promise<readonly ApiKeyRecord[]> {
-    // Configs join this cascade when a later issue adds their table.
     return this.#serialise(async (tx) => {
       const keys = await deleteApiKeys(tx, 'workspace_id = $2', [organisationId, workspaceId])
       for (const table of WORKSPACE_CASCADE) {
@@ -403,6 +414,32 @@ export class DuckDbAdminWriter implements AdminWriter {
     return this.#serialise(async (tx) => {
       const rows = await tx.query('DELETE FROM partials WHERE organisation_id = $1 AND id = $2 RETURNING id', [organisationId, partialId])
       await tx.run('DELETE FROM partial_versions WHERE organisation_id = $1 AND partial_id = $2', [organisationId, partialId])
+      return rows.length > 0
+    })
+  }
+
+  async insertConfig(config: ConfigRecord, first: ConfigVersionRecord): Promise<void> {
+    checkFirstConfigVersion(config, first)
+    const configValues = configRow(config)
+    const versionValues = configVersionRow(first)
+    return this.#serialise(async (tx) => {
+      await insertRow(tx, 'configs', configValues)
+      await insertRow(tx, 'config_versions', versionValues)
+    })
+  }
+
+  async updateConfig(config: ConfigRecord, expectedLastUpdatedAt: string): Promise<boolean> {
+    return this.#update('configs', configRow(config), versioned(expectedLastUpdatedAt))
+  }
+
+  async insertConfigVersion(version: ConfigVersionRecord): Promise<void> {
+    return this.#insert('config_versions', configVersionRow(version))
+  }
+
+  async deleteConfig(organisationId: string, configId: string): Promise<boolean> {
+    return this.#serialise(async (tx) => {
+      const rows = await tx.query('DELETE FROM configs WHERE organisation_id = $1 AND id = $2 RETURNING id', [organisationId, configId])
+      await tx.run('DELETE FROM config_versions WHERE organisation_id = $1 AND config_id = $2', [organisationId, configId])
       return rows.length > 0
     })
   }

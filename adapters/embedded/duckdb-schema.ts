@@ -350,6 +350,59 @@ export const ADMIN_TABLES = [
     ],
   },
   {
+    name: 'configs',
+    entity: 'config',
+    // The data plane looks a config up by slug or id on a cache miss. DuckDB reads an index only for
+    // a filter on a single column, so the (organisation, slug) pair lives in one key column,
+    // `slug_key` (JSON text `["<organisation_id>","<slug>"]`), whose unique key also makes slugs
+    // unique per organisation. `default_workspace_id` is the workspace id on its default config and
+    // NULL on every other one, as in `collections`. The row carries its latest version's JSON
+    // (`config`, `version`, `version_id`), so a look-up reads one row.
+    ddl: `CREATE TABLE IF NOT EXISTS configs (
+      id VARCHAR PRIMARY KEY,
+      slug VARCHAR NOT NULL,
+      slug_key VARCHAR NOT NULL UNIQUE,
+      organisation_id VARCHAR NOT NULL,
+      workspace_id VARCHAR NOT NULL,
+      name VARCHAR NOT NULL,
+      config VARCHAR NOT NULL,
+      version INTEGER NOT NULL,
+      version_id VARCHAR NOT NULL,
+      is_default BOOLEAN NOT NULL,
+      default_workspace_id VARCHAR UNIQUE,
+      status VARCHAR NOT NULL,
+      owner_id VARCHAR,
+      updated_by VARCHAR,
+      created_at TIMESTAMP NOT NULL,
+      last_updated_at TIMESTAMP NOT NULL
+    )`,
+    uniqueKeys: [
+      { columns: ['id'], field: 'id', message: 'A config with this id already exists' },
+      { columns: ['slug_key'], field: 'slug', message: 'A config with this slug already exists in the organisation' },
+      { columns: ['default_workspace_id'], field: 'isDefault', message: 'The workspace already has a default config' },
+    ],
+  },
+  {
+    name: 'config_versions',
+    entity: 'config version',
+    // `version_key` (`["<config_id>",<version>]`) as in prompt_versions: version numbers unique per config.
+    ddl: `CREATE TABLE IF NOT EXISTS config_versions (
+      id VARCHAR PRIMARY KEY,
+      config_id VARCHAR NOT NULL,
+      organisation_id VARCHAR NOT NULL,
+      workspace_id VARCHAR NOT NULL,
+      version INTEGER NOT NULL,
+      version_key VARCHAR NOT NULL UNIQUE,
+      config VARCHAR NOT NULL,
+      created_by VARCHAR,
+      created_at TIMESTAMP NOT NULL
+    )`,
+    uniqueKeys: [
+      { columns: ['id'], field: 'id', message: 'A config version with this id already exists' },
+      { columns: ['version_key'], field: 'version', message: 'The config already has a version with this number' },
+    ],
+  },
+  {
     name: 'audit_log',
     entity: 'audit entry',
     ddl: `CREATE TABLE IF NOT EXISTS audit_log (

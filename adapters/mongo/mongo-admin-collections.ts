@@ -25,6 +25,8 @@ export const ADMIN_COLLECTIONS = {
   labels: 'labels',
   partials: 'partials',
   partialVersions: 'partial_versions',
+  configs: 'configs',
+  configVersions: 'config_versions',
 } as const
 
 export type AdminCollectionRole = keyof typeof ADMIN_COLLECTIONS
@@ -289,6 +291,39 @@ export interface PartialVersionDocument {
   created_at: Date
 }
 
+/**
+ * A saved config with its latest version's JSON. The config is kept as JSON text: its member names
+ * (`override_params` keys, metadata keys in conditions, `$eq` operators) are the tenant's and must
+ * round-trip exactly, whatever characters (`$`, `.`) they hold.
+ */
+export interface ConfigDocument {
+  _id: string
+  slug: string
+  organisation_id: string
+  workspace_id: string
+  name: string
+  config_json: string
+  version: number
+  version_id: string
+  is_default: boolean
+  status: 'active' | 'archived'
+  owner_id: string | null
+  updated_by: string | null
+  created_at: Date
+  last_updated_at: Date
+}
+
+export interface ConfigVersionDocument {
+  _id: string
+  config_id: string
+  organisation_id: string
+  workspace_id: string
+  version: number
+  config_json: string
+  created_by: string | null
+  created_at: Date
+}
+
 /** The typed collections of one database. */
 export interface AdminCollections {
   readonly organisations: Collection<OrganisationDocument>
@@ -305,6 +340,8 @@ export interface AdminCollections {
   readonly labels: Collection<LabelDocument>
   readonly partials: Collection<PartialDocument>
   readonly partialVersions: Collection<PartialVersionDocument>
+  readonly configs: Collection<ConfigDocument>
+  readonly configVersions: Collection<ConfigVersionDocument>
 }
 
 export function adminCollections(db: Db): AdminCollections {
@@ -323,6 +360,8 @@ export function adminCollections(db: Db): AdminCollections {
     labels: db.collection<LabelDocument>(ADMIN_COLLECTIONS.labels),
     partials: db.collection<PartialDocument>(ADMIN_COLLECTIONS.partials),
     partialVersions: db.collection<PartialVersionDocument>(ADMIN_COLLECTIONS.partialVersions),
+    configs: db.collection<ConfigDocument>(ADMIN_COLLECTIONS.configs),
+    configVersions: db.collection<ConfigVersionDocument>(ADMIN_COLLECTIONS.configVersions),
   }
 }
 
@@ -381,6 +420,8 @@ export const ADMIN_COLLECTION_SPECS: readonly AdminCollectionSpec[] = [
         conflict: { param: 'slug', message: 'A workspace with this slug already exists in the organisation' },
       },
       { name: 'organisation_id_1_created_at_1__id_1', key: { organisation_id: 1, created_at: 1, _id: 1 } },
+      // configDependants: the workspaces that name a config as their default.
+      { name: 'defaults.config_id_1', key: { 'defaults.config_id': 1 }, partialFilter: { 'defaults.config_id': { $type: 'string' } } },
     ],
   },
   {
@@ -427,6 +468,8 @@ export const ADMIN_COLLECTION_SPECS: readonly AdminCollectionSpec[] = [
       // Cascades and dependant counts of a workspace or a user.
       { name: 'workspace_id_1', key: { workspace_id: 1 } },
       { name: 'user_id_1', key: { user_id: 1 } },
+      // configDependants: the keys that name a config as their default.
+      { name: 'defaults.config_id_1', key: { 'defaults.config_id': 1 }, partialFilter: { 'defaults.config_id': { $type: 'string' } } },
     ],
   },
   {
@@ -557,6 +600,44 @@ export const ADMIN_COLLECTION_SPECS: readonly AdminCollectionSpec[] = [
         key: { partial_id: 1, version: 1 },
         unique: true,
         conflict: { param: 'version', message: 'The partial already has a version with this number' },
+      },
+      { name: 'workspace_id_1', key: { workspace_id: 1 } },
+    ],
+  },
+  {
+    role: 'configs',
+    entity: 'config',
+    indexes: [
+      // findConfig (the data plane's look-up on a cache miss) reads by `_id` or through this index.
+      {
+        name: 'organisation_id_1_slug_1',
+        key: { organisation_id: 1, slug: 1 },
+        unique: true,
+        conflict: { param: 'slug', message: 'A config with this slug already exists in the organisation' },
+      },
+      // One default config per workspace.
+      {
+        name: 'workspace_id_1_is_default_1',
+        key: { workspace_id: 1, is_default: 1 },
+        unique: true,
+        partialFilter: { is_default: true },
+        conflict: { param: 'isDefault', message: 'The workspace already has a default config' },
+      },
+      { name: 'organisation_id_1_created_at_1__id_1', key: { organisation_id: 1, created_at: 1, _id: 1 } },
+      // Cascades and dependant counts of a workspace.
+      { name: 'workspace_id_1', key: { workspace_id: 1 } },
+    ],
+  },
+  {
+    role: 'configVersions',
+    entity: 'config version',
+    indexes: [
+      // Version numbers unique per config; listConfigVersions reads newest first through it.
+      {
+        name: 'config_id_1_version_1',
+        key: { config_id: 1, version: 1 },
+        unique: true,
+        conflict: { param: 'version', message: 'The config already has a version with this number' },
       },
       { name: 'workspace_id_1', key: { workspace_id: 1 } },
     ],

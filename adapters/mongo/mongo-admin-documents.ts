@@ -7,6 +7,8 @@ import type {
   ApiKeyRecord,
   AuditEntry,
   CollectionRecord,
+  ConfigRecord,
+  ConfigVersionRecord,
   InviteRecord,
   LabelRecord,
   OrganisationRecord,
@@ -28,6 +30,8 @@ import type {
   ApiKeyDocument,
   AuditDocument,
   CollectionDocument,
+  ConfigDocument,
+  ConfigVersionDocument,
   InviteDocument,
   LabelDocument,
   PartialDocument,
@@ -644,6 +648,76 @@ export function partialVersionFromDocument(document: PartialVersionDocument): Pa
     template: document.template,
     description: document.description,
     status: document.status,
+    createdAt: iso(document.created_at, 'created_at'),
+  }
+}
+
+/** A config's JSON text as stored; anything else fails loudly (documents edited by hand may hold anything). */
+function configText(value: string, field: string): string {
+  if (typeof value !== 'string') throw new Error(`MongoDB admin store: field ${field} is not JSON text`)
+  return value
+}
+
+export function configToDocument(config: ConfigRecord): ConfigDocument {
+  return {
+    _id: config.id,
+    slug: config.slug,
+    organisation_id: config.organisationId,
+    workspace_id: config.workspaceId,
+    name: config.name,
+    config_json: config.config,
+    version: integer(config.version, 'version'),
+    version_id: config.versionId,
+    is_default: config.isDefault,
+    status: config.status,
+    owner_id: config.ownerId,
+    updated_by: config.updatedBy,
+    created_at: toDate(config.createdAt, 'createdAt'),
+    last_updated_at: toDate(config.lastUpdatedAt, 'lastUpdatedAt'),
+  }
+}
+
+export function configFromDocument(document: ConfigDocument): ConfigRecord {
+  return {
+    id: document._id,
+    slug: document.slug,
+    organisationId: document.organisation_id,
+    workspaceId: document.workspace_id,
+    name: document.name,
+    config: configText(document.config_json, 'config_json'),
+    version: document.version,
+    versionId: document.version_id,
+    isDefault: document.is_default,
+    status: document.status,
+    ownerId: document.owner_id,
+    updatedBy: document.updated_by,
+    createdAt: iso(document.created_at, 'created_at'),
+    lastUpdatedAt: iso(document.last_updated_at, 'last_updated_at'),
+  }
+}
+
+export function configVersionToDocument(version: ConfigVersionRecord): ConfigVersionDocument {
+  return {
+    _id: version.id,
+    config_id: version.configId,
+    organisation_id: version.organisationId,
+    workspace_id: version.workspaceId,
+    version: integer(version.version, 'version'),
+    config_json: version.config,
+    created_by: version.createdBy,
+    created_at: toDate(version.createdAt, 'createdAt'),
+  }
+}
+
+export function configVersionFromDocument(document: ConfigVersionDocument): ConfigVersionRecord {
+  return {
+    id: document._id,
+    configId: document.config_id,
+    organisationId: document.organisation_id,
+    workspaceId: document.workspace_id,
+    version: document.version,
+    config: configText(document.config_json, 'config_json'),
+    createdBy: document.created_by,
     createdAt: iso(document.created_at, 'created_at'),
   }
 }

@@ -8,6 +8,7 @@ import type {
   ApiKeyFilter,
   AuditFilter,
   CollectionFilter,
+  ConfigFilter,
   InviteFilter,
   LabelFilter,
   PartialFilter,
@@ -20,6 +21,7 @@ import type {
   ApiKeyDocument,
   AuditDocument,
   CollectionDocument,
+  ConfigDocument,
   InviteDocument,
   LabelDocument,
   MemberDocument,
@@ -146,6 +148,19 @@ export function partialQuery(organisationId: string, filter: PartialFilter): Fil
     ...(filter.workspaceId === undefined ? {} : { workspace_id: filter.workspaceId }),
     ...(filter.collectionId === undefined ? {} : { collection_id: filter.collectionId }),
   }
+}
+
+export function configQuery(organisationId: string, filter: ConfigFilter): Filter<ConfigDocument> {
+  return {
+    organisation_id: organisationId,
+    ...(filter.workspaceId === undefined ? {} : { workspace_id: filter.workspaceId }),
+    ...(filter.isDefault === undefined ? {} : { is_default: filter.isDefault }),
+  }
+}
+
+/** The documents (API keys, workspaces) of the organisation whose default config is one of `refs`. */
+export function configDependantQuery(organisationId: string, refs: readonly string[]): { organisation_id: string; 'defaults.config_id': { $in: string[] } } {
+  return { organisation_id: organisationId, 'defaults.config_id': { $in: [...refs] } }
 }
 
 /** Exact path: the stored URI is that path, with or without a query string. `*` at the end: a prefix. */

@@ -39,6 +39,10 @@ import {
   type BootstrapSeed,
   type CollectionFilter,
   type CollectionRecord,
+  type ConfigDependants,
+  type ConfigFilter,
+  type ConfigRecord,
+  type ConfigVersionRecord,
   type InviteFilter,
   type InviteRecord,
   type LabelFilter,
@@ -81,6 +85,8 @@ import {
   auditFromDocument,
   auditToDocument,
   collectionFromDocument,
+  configFromDocument,
+  configVersionFromDocument,
   inviteFromDocument,
   labelFromDocument,
   labelToDocument,
@@ -104,6 +110,8 @@ import {
   apiKeyQuery,
   auditQuery,
   collectionQuery,
+  configDependantQuery,
+  configQuery,
   inviteQuery,
   labelQuery,
   memberQuery,
@@ -320,13 +328,13 @@ export class MongoAdminStore implements AdminStore {
   async workspaceDependants(organisationId: string, workspaceId: string): Promise<WorkspaceDependants> {
     const { collections } = this.#open()
     const query = { organisation_id: organisationId, workspace_id: workspaceId }
-    const [apiKeys, virtualKeys, prompts] = await Promise.all([
+    const [apiKeys, virtualKeys, configs, prompts] = await Promise.all([
       collections.apiKeys.countDocuments(query),
       collections.virtualKeys.countDocuments(query),
+      collections.configs.countDocuments(query),
       collections.prompts.countDocuments(query),
     ])
-    // Configs are not stored yet: nothing of theirs can depend on a workspace.
-    return { apiKeys, virtualKeys, configs: 0, prompts }
+    return { apiKeys, virtualKeys, configs, prompts }
   }
 
   async findMember(workspaceId: string, userId: string): Promise<WorkspaceMemberWithUser | null> {
@@ -580,6 +588,32 @@ export class MongoAdminStore implements AdminStore {
   async listPartialVersions(partialId: string): Promise<readonly PartialVersionRecord[]> {
     const documents = await this.#open().collections.partialVersions.find({ partial_id: partialId }).sort(BY_VERSION_DESCENDING).toArray()
     return documents.map(partialVersionFromDocument)
+  }
+
+  async findConfig(organisationId: string, slugOrId: string): Promise<ConfigRecord | null> {
+    // Through `_id` and the unique (organisation_id, slug) index: at most two documents.
+    const documents = await this.#open()
+      .collections.configs.find({ organisation_id: organisationId, $or: [{ _id: slugOrId }, { slug: slugOrId }] })
+      .limit(2)
+      .toArray()
+    const document = idMatchFirst(documents, slugOrId)
+    return document === null ? null : configFromDocument(document)
+  }
+
+  async listConfigs(organisationId: string, filter: ConfigFilter, page: PageRequest): Promise<Paged<ConfigRecord>> {
+    return pageOf(this.#open().collections.configs, configQuery(organisationId, filter), BY_CREATION, page, configFromDocument)
+  }
+
+  async listConfigVersions(configId: string, page: PageRequest): Promise<Paged<ConfigVersionRecord>> {
+    return pageOf(this.#open().collections.configVersions, { config_id: configId }, BY_VERSION_DESCENDING, page, configVersionFromDocument)
+  }
+
+  async configDependants(organisationId: string, refs: readonly string[]): Promise<ConfigDependants> {
+    if (refs.length === 0) return { apiKeys: [], workspaces: [] }
+    const { apiKeys, workspaces } = this.#open().collections
+    const query = configDependantQuery(organisationId, refs)
+    const [keys, spaces] = await Promise.all([apiKeys.find(query).sort(BY_CREATION).toArray(), workspaces.find(query).sort(BY_CREATION).toArray()])
+    return { apiKeys: keys.map(apiKeyFromDocument), workspaces: spaces.map(workspaceFromDocument) }
   }
 
   /** One connection attempt; the client is closed again when any step fails. */

@@ -13,6 +13,8 @@ import {
   BUILT_IN_LABEL_NAMES,
   type ApiKeyRecord,
   type CollectionRecord,
+  type ConfigRecord,
+  type ConfigVersionRecord,
   type InviteRecord,
   type InviteState,
   type LabelRecord,
@@ -33,6 +35,8 @@ import {
   apiKeyFromDocument,
   apiKeyToDocument,
   collectionToDocument,
+  configToDocument,
+  configVersionToDocument,
   inviteToDocument,
   labelToDocument,
   memberToDocument,
@@ -83,6 +87,14 @@ function checkFirstVersion(
 ): void {
   if (ownerId !== owner.id || version.organisationId !== owner.organisationId || version.workspaceId !== owner.workspaceId) {
     throw new TypeError('the first version does not belong to the record it is inserted with')
+  }
+}
+
+/** A config's first version is version 1 of that config, and the record carries it as its latest. */
+function checkFirstConfigVersion(config: ConfigRecord, first: ConfigVersionRecord): void {
+  checkFirstVersion(config, first, first.configId)
+  if (first.version !== 1 || config.version !== 1 || config.versionId !== first.id || config.config !== first.config) {
+    throw new TypeError('a config is inserted with its version 1, which the record carries as its latest')
   }
 }
 
@@ -158,6 +170,8 @@ export class MongoAdminWriter implements AdminWriter {
       const keys = await deleteApiKeys(apiKeys, session, { organisation_id: organisationId, workspace_id: workspaceId })
       const owned = { organisation_id: organisationId, workspace_id: workspaceId }
       await collections.virtualKeys.deleteMany(owned, { session })
+      await collections.configVersions.deleteMany(owned, { session })
+      await collections.configs.deleteMany(owned, { session })
       // Prompt and partial versions carry the workspace too, so none is left orphaned.
       await collections.promptVersions.deleteMany(owned, { session })
       await collections.prompts.deleteMany(owned, { session })
@@ -362,6 +376,37 @@ export class MongoAdminWriter implements AdminWriter {
     return this.#run(async () => {
       const result = await partials.deleteOne({ _id: partialId, organisation_id: organisationId }, { session })
       await partialVersions.deleteMany({ organisation_id: organisationId, partial_id: partialId }, { session })
+      return result.deletedCount === 1
+    })
+  }
+
+  async insertConfig(config: ConfigRecord, first: ConfigVersionRecord): Promise<void> {
+    checkFirstConfigVersion(config, first)
+    const configDocument = configToDocument(config)
+    const versionDocument = configVersionToDocument(first)
+    const session = this.#session
+    const { configs, configVersions } = this.#collections
+    await this.#run(async () => {
+      await withConflicts('configs', () => configs.insertOne(configDocument, { session }))
+      await withConflicts('configVersions', () => configVersions.insertOne(versionDocument, { session }))
+    })
+  }
+
+  async updateConfig(config: ConfigRecord, expectedLastUpdatedAt: string): Promise<boolean> {
+    const document = configToDocument(config)
+    return this.#replace('configs', versionOf(document, expectedLastUpdatedAt), document)
+  }
+
+  async insertConfigVersion(version: ConfigVersionRecord): Promise<void> {
+    await this.#insert('configVersions', configVersionToDocument(version))
+  }
+
+  async deleteConfig(organisationId: string, configId: string): Promise<boolean> {
+    const session = this.#session
+    const { configs, configVersions } = this.#collections
+    return this.#run(async () => {
+      const result = await configs.deleteOne({ _id: configId, organisation_id: organisationId }, { session })
+      await configVersions.deleteMany({ organisation_id: organisationId, config_id: configId }, { session })
       return result.deletedCount === 1
     })
   }

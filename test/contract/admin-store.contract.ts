@@ -14,6 +14,8 @@ import type {
   AuditFilter,
   BootstrapSeed,
   CollectionRecord,
+  ConfigRecord,
+  ConfigVersionRecord,
   InviteRecord,
   JwtSettings,
   LabelRecord,
@@ -298,6 +300,55 @@ function makePartialVersion(partial: PartialRecord, version: number, overrides: 
     description: null,
     status: 'active',
     createdAt: at(7_000 + version),
+    ...overrides,
+  }
+}
+
+/** A config at version 1 with that first version (an overridden `config` text goes into both). */
+function makeConfig(organisationId: string, workspaceId: string, overrides: Partial<ConfigRecord> = {}): { config: ConfigRecord; first: ConfigVersionRecord } {
+  const id = overrides.id ?? randomUUID()
+  const text = overrides.config ?? '{"strategy":{"mode":"fallback"},"targets":[{"virtual_key":"vk-a"},{"virtual_key":"vk-b"}]}'
+  const versionId = randomUUID()
+  const config: ConfigRecord = {
+    id,
+    slug: `pc-config-${id.slice(0, 6)}`,
+    organisationId,
+    workspaceId,
+    name: 'Config',
+    config: text,
+    version: 1,
+    versionId,
+    isDefault: false,
+    status: 'active',
+    ownerId: 'user-1',
+    updatedBy: 'user-1',
+    createdAt: at(8_000),
+    lastUpdatedAt: at(8_000),
+    ...overrides,
+  }
+  const first: ConfigVersionRecord = {
+    id: versionId,
+    configId: id,
+    organisationId,
+    workspaceId,
+    version: 1,
+    config: text,
+    createdBy: config.ownerId,
+    createdAt: config.createdAt,
+  }
+  return { config: { ...config, version: 1, versionId, config: text }, first }
+}
+
+function makeConfigVersion(config: ConfigRecord, version: number, overrides: Partial<ConfigVersionRecord> = {}): ConfigVersionRecord {
+  return {
+    id: randomUUID(),
+    configId: config.id,
+    organisationId: config.organisationId,
+    workspaceId: config.workspaceId,
+    version,
+    config: `{"retry":{"attempts":${version}}}`,
+    createdBy: 'key-2',
+    createdAt: at(8_000 + version),
     ...overrides,
   }
 }
@@ -2619,6 +2670,330 @@ export function describeAdminStoreContract(name: string, makeStore: () => Promis
           expect(result).toBe(prompt.id)
           expect(await store.findPrompt(seed.organisation.id, prompt.slug)).toEqual(prompt)
           expect(await store.findPromptVersion(prompt.id, { kind: 'published' })).toEqual(version)
+          expect(await auditsOf(seed.organisation.id)).toEqual([audit])
+        })
+      })
+    })
+    describe('configs', () => {
+      const everything = { offset: 0, limit: 100 }
+
+      /** A config with versions 1..count inserted; the record carries version `count` as its latest. */
+      async function configWithVersions(
+        organisationId: string,
+        workspaceId: string,
+        count: number,
+        overrides: Partial<ConfigRecord> = {},
+      ): Promise<{ config: ConfigRecord; versions: ConfigVersionRecord[] }> {
+        const { config: initial, first } = makeConfig(organisationId, workspaceId, overrides)
+        const later = Array.from({ length: count - 1 }, (_, index) => makeConfigVersion(initial, index + 2))
+        const latest = later.at(-1) ?? first
+        const config: ConfigRecord = { ...initial, version: latest.version, versionId: latest.id, config: latest.config, lastUpdatedAt: at(9_000) }
+        await arrange(async (writer) => {
+          await writer.insertConfig(initial, first)
+          for (const version of later) await writer.insertConfigVersion(version)
+          if (later.length > 0) expect(await writer.updateConfig(config, initial.lastUpdatedAt)).toBe(true)
+        })
+        return { config: later.length > 0 ? config : initial, versions: [first, ...later] }
+      }
+
+      describe('round trips and finding', () => {
+        it('keeps a config and its versions exactly: the JSON text byte for byte, nulls and flags', async () => {
+          const seed = await bootstrapped()
+          const text =
+            '{"strategy":{"mode":"conditional","conditions":[{"query":{"metadata.$tier.x":{"$in":["a\\"b","ü"]}},"then":"t1"}],"default":"t1"},' +
+            '"targets":[{"name":"t1","virtual_key":"vk-ünï","override_params":{"__proto__":1,"a.b":{"$set":null}},"custom_host":"http://127.0.0.1:9/v1"}]}'
+          const { config, first } = makeConfig(seed.organisation.id, seed.workspace.id, {
+            config: text,
+            name: 'Ünïcödé "routing"',
+            isDefault: true,
+            status: 'archived',
+            ownerId: null,
+            updatedBy: null,
+          })
+          await arrange((writer) => writer.insertConfig(config, first))
+          expect(await store.findConfig(seed.organisation.id, config.id)).toEqual(config)
+          expect(await store.findConfig(seed.organisation.id, config.slug)).toEqual(config)
+          expect((await store.findConfig(seed.organisation.id, config.slug))?.config).toBe(text)
+          expect(await store.listConfigVersions(config.id, everything)).toEqual({ total: 1, items: [first] })
+        })
+
+        it('finds a config by id or slug only within its organisation; an id match wins over a slug match', async () => {
+          const first = await bootstrapped()
+          const second = await bootstrapped()
+          const { config } = await configWithVersions(first.organisation.id, first.workspace.id, 1)
+          for (const key of [config.id, config.slug]) {
+            expect(await store.findConfig(first.organisation.id, key)).toEqual(config)
+            expect(await store.findConfig(second.organisation.id, key)).toBeNull()
+          }
+          expect(await store.findConfig(first.organisation.id, 'pc-unknown')).toBeNull()
+          expect(await store.findConfig(first.organisation.id, randomUUID())).toBeNull()
+          expect(await store.findConfig(first.organisation.id, '')).toBeNull()
+
+          const impostor = makeConfig(first.organisation.id, first.workspace.id, { slug: randomUUID() })
+          const target = makeConfig(first.organisation.id, first.workspace.id, { id: impostor.config.slug })
+          await arrange(async (writer) => {
+            await writer.insertConfig(impostor.config, impostor.first)
+            await writer.insertConfig(target.config, target.first)
+          })
+          expect(await store.findConfig(first.organisation.id, impostor.config.slug)).toEqual(target.config)
+          expect(await store.findConfig(first.organisation.id, impostor.config.id)).toEqual(impostor.config)
+        })
+
+        it('serves the latest version from the record once an update moves it', async () => {
+          const seed = await bootstrapped()
+          const { config, versions } = await configWithVersions(seed.organisation.id, seed.workspace.id, 3)
+          const latest = versions[2] as ConfigVersionRecord
+          const found = await store.findConfig(seed.organisation.id, config.slug)
+          expect(found).toMatchObject({ version: 3, versionId: latest.id, config: latest.config })
+        })
+      })
+
+      describe('versions', () => {
+        it('lists versions newest first, paged, with the total', async () => {
+          const seed = await bootstrapped()
+          const { config, versions } = await configWithVersions(seed.organisation.id, seed.workspace.id, 4)
+          const newestFirst = [...versions].reverse()
+          expect(await store.listConfigVersions(config.id, everything)).toEqual({ total: 4, items: newestFirst })
+          expect(await store.listConfigVersions(config.id, { offset: 1, limit: 2 })).toEqual({ total: 4, items: newestFirst.slice(1, 3) })
+          expect(await store.listConfigVersions(config.id, { offset: 10, limit: 2 })).toEqual({ total: 4, items: [] })
+          expect(await store.listConfigVersions(randomUUID(), everything)).toEqual({ total: 0, items: [] })
+          const other = await configWithVersions(seed.organisation.id, seed.workspace.id, 1)
+          expect((await store.listConfigVersions(other.config.id, everything)).items).toEqual(other.versions)
+        })
+
+        it('refuses a version number a config already has, and a first version that is not the record’s', async () => {
+          const seed = await bootstrapped()
+          const { config, versions } = await configWithVersions(seed.organisation.id, seed.workspace.id, 2)
+          await expectConflict(arrange((writer) => writer.insertConfigVersion(makeConfigVersion(config, 2))), 'version')
+          expect((await store.listConfigVersions(config.id, everything)).items).toEqual([...versions].reverse())
+          // Another config may use the same numbers.
+          const other = makeConfig(seed.organisation.id, seed.workspace.id)
+          await arrange(async (writer) => {
+            await writer.insertConfig(other.config, other.first)
+            await writer.insertConfigVersion(makeConfigVersion(other.config, 2))
+          })
+          const mismatched = makeConfig(seed.organisation.id, seed.workspace.id)
+          await expect(arrange((writer) => writer.insertConfig(mismatched.config, { ...mismatched.first, config: '{}' }))).rejects.toThrow()
+          await expect(arrange((writer) => writer.insertConfig(mismatched.config, { ...mismatched.first, version: 2 }))).rejects.toThrow()
+          expect(await store.findConfig(seed.organisation.id, mismatched.config.id)).toBeNull()
+        })
+      })
+
+      describe('listings', () => {
+        it('lists configs in creation order with workspace and default filters, paging and totals', async () => {
+          const seed = await bootstrapped()
+          const stranger = await bootstrapped()
+          const other = makeWorkspace(seed.organisation.id)
+          await arrange((writer) => writer.insertWorkspace(other))
+          const made = [
+            makeConfig(seed.organisation.id, seed.workspace.id, { createdAt: at(3_000), isDefault: true }),
+            makeConfig(seed.organisation.id, seed.workspace.id, { createdAt: at(1_000) }),
+            makeConfig(seed.organisation.id, other.id, { createdAt: at(2_000), isDefault: true }),
+            makeConfig(seed.organisation.id, seed.workspace.id, { createdAt: at(1_000) }),
+          ]
+          const foreign = makeConfig(stranger.organisation.id, stranger.workspace.id)
+          await arrange(async (writer) => {
+            for (const { config, first } of [...made, foreign]) await writer.insertConfig(config, first)
+          })
+          const configs = made.map((entry) => entry.config)
+          const [main, , otherDefault] = configs as [ConfigRecord, ConfigRecord, ConfigRecord, ConfigRecord]
+          expect(await store.listConfigs(seed.organisation.id, {}, everything)).toEqual({ total: 4, items: byCreation(configs) })
+          const inWorkspace = byCreation(configs.filter((config) => config.workspaceId === seed.workspace.id))
+          expect(await store.listConfigs(seed.organisation.id, { workspaceId: seed.workspace.id }, everything)).toEqual({ total: 3, items: inWorkspace })
+          expect(await store.listConfigs(seed.organisation.id, { workspaceId: seed.workspace.id }, { offset: 1, limit: 1 })).toEqual({
+            total: 3,
+            items: inWorkspace.slice(1, 2),
+          })
+          expect(await store.listConfigs(seed.organisation.id, { workspaceId: seed.workspace.id, isDefault: true }, everything)).toEqual({ total: 1, items: [main] })
+          expect(await store.listConfigs(seed.organisation.id, { isDefault: true }, everything)).toEqual({ total: 2, items: byCreation([main, otherDefault]) })
+          expect((await store.listConfigs(seed.organisation.id, { isDefault: false }, everything)).total).toBe(2)
+          expect(await store.listConfigs(stranger.organisation.id, {}, everything)).toEqual({ total: 1, items: [foreign.config] })
+        })
+      })
+
+      describe('uniqueness', () => {
+        it('refuses a slug used in the organisation, and a second default config of a workspace', async () => {
+          const first = await bootstrapped()
+          const second = await bootstrapped()
+          const other = makeWorkspace(first.organisation.id)
+          await arrange((writer) => writer.insertWorkspace(other))
+          const { config } = await configWithVersions(first.organisation.id, first.workspace.id, 1, { isDefault: true })
+          const twin = makeConfig(first.organisation.id, other.id, { slug: config.slug })
+          await expectConflict(arrange((writer) => writer.insertConfig(twin.config, twin.first)), 'slug')
+          expect(await store.findConfig(first.organisation.id, twin.config.id)).toBeNull()
+          expect((await store.listConfigVersions(twin.config.id, everything)).total).toBe(0)
+          // Another organisation may use the slug.
+          const elsewhere = makeConfig(second.organisation.id, second.workspace.id, { slug: config.slug })
+          await arrange((writer) => writer.insertConfig(elsewhere.config, elsewhere.first))
+          expect(await store.findConfig(second.organisation.id, config.slug)).toEqual(elsewhere.config)
+          expect(await store.findConfig(first.organisation.id, config.slug)).toEqual(config)
+
+          const secondDefault = makeConfig(first.organisation.id, first.workspace.id, { isDefault: true })
+          await expectConflict(arrange((writer) => writer.insertConfig(secondDefault.config, secondDefault.first)), 'isDefault')
+          // Any number of other configs, and another workspace's default.
+          const plain = makeConfig(first.organisation.id, first.workspace.id)
+          const otherDefault = makeConfig(first.organisation.id, other.id, { isDefault: true })
+          await arrange(async (writer) => {
+            await writer.insertConfig(plain.config, plain.first)
+            await writer.insertConfig(otherDefault.config, otherDefault.first)
+          })
+          await expectConflict(
+            arrange((writer) => writer.updateConfig({ ...plain.config, isDefault: true, lastUpdatedAt: at(9_500) }, plain.config.lastUpdatedAt)),
+            'isDefault',
+          )
+          // Handing the default over within one write: the old one first stops being the default.
+          await arrange(async (writer) => {
+            expect(await writer.updateConfig({ ...config, isDefault: false, lastUpdatedAt: at(9_500) }, config.lastUpdatedAt)).toBe(true)
+            expect(await writer.updateConfig({ ...plain.config, isDefault: true, lastUpdatedAt: at(9_500) }, plain.config.lastUpdatedAt)).toBe(true)
+          })
+          expect(await store.listConfigs(first.organisation.id, { workspaceId: first.workspace.id, isDefault: true }, everything)).toEqual({
+            total: 1,
+            items: [{ ...plain.config, isDefault: true, lastUpdatedAt: at(9_500) }],
+          })
+        })
+      })
+
+      describe('optimistic updates', () => {
+        it('applies a config update only at the expected lastUpdatedAt, within the organisation', async () => {
+          const seed = await bootstrapped()
+          const stranger = await bootstrapped()
+          const { config } = await configWithVersions(seed.organisation.id, seed.workspace.id, 1)
+          const later = at(60_000)
+          expect(await arrange((writer) => writer.updateConfig({ ...config, name: 'Stale' }, at(59_000)))).toBe(false)
+          expect(await arrange((writer) => writer.updateConfig({ ...config, organisationId: stranger.organisation.id, name: 'Foreign' }, config.lastUpdatedAt))).toBe(false)
+          expect(await store.findConfig(seed.organisation.id, config.id)).toEqual(config)
+          const fresh = { ...config, name: 'Fresh', status: 'archived' as const, updatedBy: 'user-9', lastUpdatedAt: later }
+          expect(await arrange((writer) => writer.updateConfig(fresh, config.lastUpdatedAt))).toBe(true)
+          expect(await store.findConfig(seed.organisation.id, config.slug)).toEqual(fresh)
+          // The version read before the update is stale now.
+          expect(await arrange((writer) => writer.updateConfig({ ...fresh, name: 'Again' }, config.lastUpdatedAt))).toBe(false)
+        })
+      })
+
+      describe('dependants', () => {
+        it('finds the API keys and workspaces whose default config is the config, by id or by slug, in the organisation only', async () => {
+          const seed = await bootstrapped()
+          const stranger = await bootstrapped()
+          const { config } = await configWithVersions(seed.organisation.id, seed.workspace.id, 1)
+          const bySlug = makeApiKey(seed.organisation.id, { workspaceId: seed.workspace.id, defaults: { metadata: { team: 'a' }, configId: config.slug }, createdAt: at(3_500) })
+          const byId = makeApiKey(seed.organisation.id, { workspaceId: seed.workspace.id, defaults: { metadata: null, configId: config.id }, createdAt: at(3_000) })
+          const unrelated = makeApiKey(seed.organisation.id, { workspaceId: seed.workspace.id, defaults: { metadata: null, configId: 'pc-other' } })
+          const bare = makeApiKey(seed.organisation.id, { workspaceId: seed.workspace.id, defaults: null })
+          const noConfig = makeApiKey(seed.organisation.id, { workspaceId: seed.workspace.id, defaults: { metadata: { a: 'b' }, configId: null } })
+          const foreign = makeApiKey(stranger.organisation.id, { defaults: { metadata: null, configId: config.slug } })
+          const workspace = makeWorkspace(seed.organisation.id, { defaults: { metadata: null, configId: config.slug } })
+          const otherWorkspace = makeWorkspace(seed.organisation.id, { defaults: { metadata: null, configId: null } })
+          await arrange(async (writer) => {
+            for (const key of [bySlug, byId, unrelated, bare, noConfig, foreign]) await writer.insertApiKey(key)
+            await writer.insertWorkspace(workspace)
+            await writer.insertWorkspace(otherWorkspace)
+          })
+          expect(await store.configDependants(seed.organisation.id, [config.id, config.slug])).toEqual({ apiKeys: [byId, bySlug], workspaces: [workspace] })
+          expect(await store.configDependants(seed.organisation.id, [config.slug])).toEqual({ apiKeys: [bySlug], workspaces: [workspace] })
+          expect(await store.configDependants(seed.organisation.id, [])).toEqual({ apiKeys: [], workspaces: [] })
+          expect(await store.configDependants(stranger.organisation.id, [config.id, config.slug])).toEqual({ apiKeys: [foreign], workspaces: [] })
+          // Written SQL or regex is matched literally.
+          expect(await store.configDependants(seed.organisation.id, ["pc-%' OR '1'='1", '.*'])).toEqual({ apiKeys: [], workspaces: [] })
+        })
+      })
+
+      describe('deletes', () => {
+        it('deletes a config with all its versions, within the organisation', async () => {
+          const first = await bootstrapped()
+          const second = await bootstrapped()
+          const doomed = await configWithVersions(first.organisation.id, first.workspace.id, 3)
+          const kept = await configWithVersions(first.organisation.id, first.workspace.id, 2)
+          expect(await arrange((writer) => writer.deleteConfig(second.organisation.id, doomed.config.id))).toBe(false)
+          expect((await store.listConfigVersions(doomed.config.id, everything)).total).toBe(3)
+          expect(await arrange((writer) => writer.deleteConfig(first.organisation.id, doomed.config.id))).toBe(true)
+          expect(await store.findConfig(first.organisation.id, doomed.config.id)).toBeNull()
+          expect(await store.findConfig(first.organisation.id, doomed.config.slug)).toBeNull()
+          expect(await store.listConfigVersions(doomed.config.id, everything)).toEqual({ total: 0, items: [] })
+          expect((await store.listConfigVersions(kept.config.id, everything)).items).toEqual([...kept.versions].reverse())
+          expect(await arrange((writer) => writer.deleteConfig(first.organisation.id, doomed.config.id))).toBe(false)
+          // The slug is free again.
+          const reused = makeConfig(first.organisation.id, first.workspace.id, { slug: doomed.config.slug })
+          await arrange((writer) => writer.insertConfig(reused.config, reused.first))
+          expect(await store.findConfig(first.organisation.id, doomed.config.slug)).toEqual(reused.config)
+        })
+
+        it('deletes a workspace with its configs and their versions; counts its configs as dependants', async () => {
+          const seed = await bootstrapped()
+          const doomed = makeWorkspace(seed.organisation.id)
+          await arrange((writer) => writer.insertWorkspace(doomed))
+          const doomedConfigs = [
+            await configWithVersions(seed.organisation.id, doomed.id, 2, { isDefault: true }),
+            await configWithVersions(seed.organisation.id, doomed.id, 1),
+          ]
+          const kept = await configWithVersions(seed.organisation.id, seed.workspace.id, 2)
+          expect(await store.workspaceDependants(seed.organisation.id, doomed.id)).toEqual({ apiKeys: 0, virtualKeys: 0, configs: 2, prompts: 0 })
+          expect(await store.workspaceDependants(seed.organisation.id, seed.workspace.id)).toMatchObject({ configs: 1 })
+
+          await arrange((writer) => writer.deleteWorkspace(seed.organisation.id, doomed.id))
+
+          expect(await store.workspaceDependants(seed.organisation.id, doomed.id)).toMatchObject({ configs: 0 })
+          for (const { config } of doomedConfigs) {
+            expect(await store.findConfig(seed.organisation.id, config.id)).toBeNull()
+            expect(await store.listConfigVersions(config.id, everything)).toEqual({ total: 0, items: [] })
+          }
+          expect(await store.findConfig(seed.organisation.id, kept.config.slug)).toEqual(kept.config)
+          expect((await store.listConfigVersions(kept.config.id, everything)).total).toBe(2)
+        })
+
+        it('does not cascade into a workspace of another organisation with the same id', async () => {
+          const first = await bootstrapped()
+          const second = await bootstrapped()
+          const { config, versions } = await configWithVersions(first.organisation.id, first.workspace.id, 2)
+          expect(await store.workspaceDependants(second.organisation.id, first.workspace.id)).toMatchObject({ configs: 0 })
+          await arrange((writer) => writer.deleteWorkspace(second.organisation.id, first.workspace.id))
+          expect(await store.findConfig(first.organisation.id, config.id)).toEqual(config)
+          expect((await store.listConfigVersions(config.id, everything)).items).toEqual([...versions].reverse())
+        })
+      })
+
+      describe('write', () => {
+        it('keeps nothing of a config write, audit entry included, when the work throws', async () => {
+          const seed = await bootstrapped()
+          const existing = await configWithVersions(seed.organisation.id, seed.workspace.id, 1)
+          const fresh = makeConfig(seed.organisation.id, seed.workspace.id)
+          const next = makeConfigVersion(existing.config, 2)
+          const failure = new Error('changed my mind')
+          const audit = makeAudit(seed.organisation.id, { resourceType: 'config' })
+          const error = await rejectionOf(
+            store.write(audit, async (writer) => {
+              await writer.insertConfig(fresh.config, fresh.first)
+              await writer.insertConfigVersion(next)
+              await writer.updateConfig({ ...existing.config, version: 2, versionId: next.id, config: next.config, lastUpdatedAt: at(9_900) }, existing.config.lastUpdatedAt)
+              throw failure
+            }),
+          )
+          expect(error).toBe(failure)
+          expect(await store.findConfig(seed.organisation.id, fresh.config.id)).toBeNull()
+          expect(await store.findConfig(seed.organisation.id, existing.config.id)).toEqual(existing.config)
+          expect((await store.listConfigVersions(existing.config.id, everything)).items).toEqual(existing.versions)
+          expect(await auditsOf(seed.organisation.id)).toEqual([])
+
+          const removal = await rejectionOf(
+            store.write(audit, async (writer) => {
+              await writer.deleteConfig(seed.organisation.id, existing.config.id)
+              throw failure
+            }),
+          )
+          expect(removal).toBe(failure)
+          expect(await store.findConfig(seed.organisation.id, existing.config.id)).toEqual(existing.config)
+        })
+
+        it('stores a config with its first version and the audit entry together', async () => {
+          const seed = await bootstrapped()
+          const { config, first } = makeConfig(seed.organisation.id, seed.workspace.id)
+          const audit = makeAudit(seed.organisation.id, { resourceType: 'config', resourceId: config.id })
+          const result = await store.write(audit, async (writer) => {
+            await writer.insertConfig(config, first)
+            return config.slug
+          })
+          expect(result).toBe(config.slug)
+          expect(await store.findConfig(seed.organisation.id, config.slug)).toEqual(config)
+          expect(await store.listConfigVersions(config.id, everything)).toEqual({ total: 1, items: [first] })
           expect(await auditsOf(seed.organisation.id)).toEqual([audit])
         })
       })

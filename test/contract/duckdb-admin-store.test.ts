@@ -9,6 +9,8 @@ import {
   apiKeyRow,
   auditRow,
   collectionRow,
+  configRow,
+  configVersionRow,
   inviteRow,
   labelRow,
   memberRow,
@@ -29,6 +31,7 @@ import type {
   AuditEntry,
   BootstrapSeed,
   CollectionRecord,
+  ConfigRecord,
   InviteRecord,
   LabelRecord,
   PartialRecord,
@@ -565,6 +568,22 @@ describe('DuckDB admin rows', () => {
       status: 'active',
       createdAt: CREATED,
     }
+    const config: ConfigRecord = {
+      id: randomUUID(),
+      slug: 'pc-main-abc123',
+      organisationId: records.organisation.id,
+      workspaceId: records.workspace.id,
+      name: 'main',
+      config: '{"retry":{"attempts":2}}',
+      version: 1,
+      versionId: randomUUID(),
+      isDefault: true,
+      status: 'active',
+      ownerId: null,
+      updatedBy: null,
+      createdAt: CREATED,
+      lastUpdatedAt: CREATED,
+    }
     const written = {
       organisations: organisationRow(records.organisation),
       users: userRow(records.owner),
@@ -580,6 +599,17 @@ describe('DuckDB admin rows', () => {
       labels: labelRow(label),
       partials: partialRow(partial),
       partial_versions: partialVersionRow(partialVersion),
+      configs: configRow(config),
+      config_versions: configVersionRow({
+        id: config.versionId,
+        configId: config.id,
+        organisationId: config.organisationId,
+        workspaceId: config.workspaceId,
+        version: 1,
+        config: config.config,
+        createdBy: null,
+        createdAt: CREATED,
+      }),
     }
     for (const [table, row] of Object.entries(written)) {
       expect([...COLUMNS[table as keyof typeof COLUMNS]].sort(), table).toEqual(Object.keys(row).sort())
