@@ -14,6 +14,10 @@ import {
   auditToDocument,
   collectionFromDocument,
   collectionToDocument,
+  configFromDocument,
+  configToDocument,
+  configVersionFromDocument,
+  configVersionToDocument,
   inviteFromDocument,
   inviteToDocument,
   labelFromDocument,
@@ -40,6 +44,8 @@ import {
   apiKeyQuery,
   auditQuery,
   collectionQuery,
+  configDependantQuery,
+  configQuery,
   escapeRegex,
   inviteQuery,
   labelQuery,
@@ -58,6 +64,8 @@ import type {
   AuditEntry,
   BootstrapSeed,
   CollectionRecord,
+  ConfigRecord,
+  ConfigVersionRecord,
   InviteRecord,
   LabelRecord,
   OrganisationRecord,
@@ -337,6 +345,43 @@ function partialVersion(owner: PartialRecord, overrides: Partial<PartialVersionR
     description: 'third',
     status: 'active',
     createdAt: at(11_002),
+    ...overrides,
+  }
+}
+
+/** Config JSON with member names MongoDB field names handle badly (`$`, `.`) and a `__proto__` key. */
+const ODD_CONFIG = '{"strategy":{"mode":"conditional","conditions":[{"query":{"metadata.a.b":{"$in":["x"]}},"then":"t"}]},"targets":[{"name":"t","virtual_key":"vk","override_params":{"$set":1,"__proto__":{"a":null}}}]}'
+
+function config(organisationId: string, overrides: Partial<ConfigRecord> = {}): ConfigRecord {
+  return {
+    id: randomUUID(),
+    slug: 'pc-main-a1b2c3',
+    organisationId,
+    workspaceId: randomUUID(),
+    name: 'Main "routing"',
+    config: ODD_CONFIG,
+    version: 3,
+    versionId: randomUUID(),
+    isDefault: true,
+    status: 'archived',
+    ownerId: randomUUID(),
+    updatedBy: 'key-1',
+    createdAt: at(12_000),
+    lastUpdatedAt: at(12_001),
+    ...overrides,
+  }
+}
+
+function configVersion(owner: ConfigRecord, overrides: Partial<ConfigVersionRecord> = {}): ConfigVersionRecord {
+  return {
+    id: owner.versionId,
+    configId: owner.id,
+    organisationId: owner.organisationId,
+    workspaceId: owner.workspaceId,
+    version: owner.version,
+    config: owner.config,
+    createdBy: owner.updatedBy,
+    createdAt: at(12_002),
     ...overrides,
   }
 }
@@ -685,6 +730,25 @@ describe('MongoDB admin store: document mappers', () => {
     expect(partialVersionFromDocument(viaBson(partialVersionToDocument(pieceVersion)))).toEqual(pieceVersion)
   })
 
+  it('round-trips config records and documents exactly, through BSON too, keeping the config as the text it was', () => {
+    const viaBson = <T extends object>(document: T): T => BSON.deserialize(BSON.serialize(document)) as T
+    const saved = config(orgId)
+    const document = configToDocument(saved)
+    expect(document.config_json).toBe(ODD_CONFIG)
+    expect(configFromDocument(document)).toEqual(saved)
+    expect(configFromDocument(viaBson(document))).toEqual(saved)
+    const plain = config(orgId, { isDefault: false, status: 'active', ownerId: null, updatedBy: null, version: 1 })
+    expect(configFromDocument(viaBson(configToDocument(plain)))).toEqual(plain)
+    const version = configVersion(saved)
+    expect(configVersionFromDocument(configVersionToDocument(version))).toEqual(version)
+    expect(configVersionFromDocument(viaBson(configVersionToDocument({ ...version, createdBy: null })))).toEqual({ ...version, createdBy: null })
+    expect(() => configToDocument({ ...saved, version: 1.5 })).toThrow(expect.objectContaining({ code: 'GW_ADMIN_VALIDATION', param: 'version' }))
+    expect(() => configVersionToDocument({ ...version, createdAt: 'never' })).toThrow(expect.objectContaining({ code: 'GW_ADMIN_VALIDATION', param: 'createdAt' }))
+    // A document edited by hand to hold a parsed object fails loudly, not as a GatewayError.
+    const edited = { ...document, config_json: { strategy: { mode: 'single' } } } as unknown as typeof document
+    expect(() => configFromDocument(edited)).toThrow(/config_json is not JSON text/)
+  })
+
   it('rejects a version number that is not an integer with GW_ADMIN_VALIDATION naming the field', () => {
     const owner = prompt(orgId)
     expect(() => promptVersionToDocument(promptVersion(owner, { version: 1.5 }))).toThrow(
@@ -761,6 +825,9 @@ describe('MongoDB admin store: duplicate keys → conflicts', () => {
       ['partials', 'organisation_id_1_slug_1', 'slug'],
       ['partials', 'workspace_id_1_name_1', 'name'],
       ['partialVersions', 'partial_id_1_version_1', 'version'],
+      ['configs', 'organisation_id_1_slug_1', 'slug'],
+      ['configs', 'workspace_id_1_is_default_1', 'isDefault'],
+      ['configVersions', 'config_id_1_version_1', 'version'],
     ]
     for (const [role, indexName, param] of expected) {
       const index = byRole(role).find((candidate) => candidate.name === indexName)
@@ -852,6 +919,12 @@ describe('MongoDB admin store: queries', () => {
       $and: [{ $or: [{ workspace_id: 'w' }, { is_universal: true }] }, { $or: [{ name: { $regex: '%', $options: 'i' } }] }],
     })
     expect(partialQuery('o', { workspaceId: 'w', collectionId: 'c' })).toEqual({ organisation_id: 'o', workspace_id: 'w', collection_id: 'c' })
+  })
+
+  it('builds the config filters: workspace and default flag; dependants by default config id or slug, matched exactly', () => {
+    expect(configQuery('o', {})).toEqual({ organisation_id: 'o' })
+    expect(configQuery('o', { workspaceId: 'w', isDefault: false })).toEqual({ organisation_id: 'o', workspace_id: 'w', is_default: false })
+    expect(configDependantQuery('o', ['id-1', 'pc-a.*'])).toEqual({ organisation_id: 'o', 'defaults.config_id': { $in: ['id-1', 'pc-a.*'] } })
   })
 
   it('derives invite status from state and expiry', () => {
@@ -1090,12 +1163,38 @@ describe('MongoAdminWriter queueing (stub collections, no server)', () => {
     const owned = { organisation_id: orgId, workspace_id: 'w1' }
     expect(deletions).toEqual(
       expect.arrayContaining(
-        ['promptVersions', 'prompts', 'partialVersions', 'partials', 'promptCollections', 'labels', 'virtualKeys', 'members'].map((role) => [
+        ['configVersions', 'configs', 'promptVersions', 'prompts', 'partialVersions', 'partials', 'promptCollections', 'labels', 'virtualKeys', 'members'].map((role) => [
           `${role}.deleteMany`,
           owned,
         ]),
       ),
     )
+  })
+
+  it('inserts a config with its first version, and deletes a config with its versions, scoped by organisation', async () => {
+    const calls: Call[] = []
+    const writer = new MongoAdminWriter(stubCollections(calls, () => Promise.resolve({ deletedCount: 1 })), session)
+    const saved = config(orgId, { version: 1 })
+    await writer.insertConfig(saved, configVersion(saved))
+    expect(await writer.deleteConfig(orgId, saved.id)).toBe(true)
+    expect(calls.map((call) => [call.name, call.args[0]])).toEqual([
+      ['configs.insertOne', configToDocument(saved)],
+      ['configVersions.insertOne', configVersionToDocument(configVersion(saved))],
+      ['configs.deleteOne', { _id: saved.id, organisation_id: orgId }],
+      ['configVersions.deleteMany', { organisation_id: orgId, config_id: saved.id }],
+    ])
+    await writer.settle()
+  })
+
+  it('refuses a config whose first version is not version 1 of it, before reaching the server', async () => {
+    const calls: Call[] = []
+    const writer = new MongoAdminWriter(stubCollections(calls, () => Promise.resolve({})), session)
+    const saved = config(orgId, { version: 1 })
+    expect(await rejection(writer.insertConfig(saved, configVersion(saved, { config: '{}' })))).toBeInstanceOf(TypeError)
+    expect(await rejection(writer.insertConfig(saved, configVersion(saved, { configId: randomUUID() })))).toBeInstanceOf(TypeError)
+    expect(await rejection(writer.insertConfig({ ...saved, version: 2 }, configVersion(saved, { version: 2 })))).toBeInstanceOf(TypeError)
+    expect(calls).toEqual([])
+    await writer.settle()
   })
 
   it('refuses a custom label with a built-in name before reaching the server', async () => {
