@@ -119,6 +119,8 @@ interface Mirror {
   failures: number
   openUntil: number
   probeUntil: number
+  /** Failures sent to Redis and not answered yet: a success must reset them even before the reply. */
+  pending: number
 }
 
 export interface RedisCircuitBreakerOptions {
@@ -166,6 +168,7 @@ export class RedisCircuitBreaker implements CircuitBreaker {
   #lastErrorLog = -Infinity
   /** Set once the subscriber was ready and then lost its connection: its next ready re-reads the mirror. */
   #subscriberLost = false
+  #lastRecord: Promise<void> = Promise.resolve()
 
   constructor(options: RedisCircuitBreakerOptions) {
     checkRedisUrl(options.url, 'RedisCircuitBreaker')
@@ -239,6 +242,12 @@ export class RedisCircuitBreaker implements CircuitBreaker {
     return { errors: this.#errors, circuits: this.#mirror.size }
   }
 
+  /** A copy of a mirrored circuit, `undefined` when not mirrored (tests and diagnostics). */
+  peek(key: string): { failures: number; openUntil: number; probeUntil: number } | undefined {
+    const mirror = this.#mirror.get(key)
+    return mirror === undefined ? undefined : { failures: mirror.failures, openUntil: mirror.openUntil, probeUntil: mirror.probeUntil }
+  }
+
   allow(key: string, setting: CircuitSetting, now: number): boolean | Promise<boolean> {
     const mirror = this.#mirror.get(key)
     if (mirror === undefined || mirror.openUntil === 0) return true
@@ -249,20 +258,31 @@ export class RedisCircuitBreaker implements CircuitBreaker {
   }
 
   record(key: string, setting: CircuitSetting, success: boolean, now: number): void {
-    const mirror = this.#mirror.get(key)
+    let mirror = this.#mirror.get(key)
     // A success with no failures known anywhere changes nothing; while open, outcomes are stragglers'.
     if (mirror === undefined ? success : mirror.openUntil !== 0 && now < mirror.openUntil) return
+    if (!success) {
+      mirror ??= this.#insert(key, { failures: 0, openUntil: 0, probeUntil: 0, pending: 0 })
+      mirror.pending += 1
+    }
     const argv = [now, success ? 1 : 0, setting.failureThreshold, setting.cooldownMs, this.#channel, key]
-    runScript(this.#client, RECORD, [this.#keyPrefix + key], argv).then(
+    this.#lastRecord = runScript(this.#client, RECORD, [this.#keyPrefix + key], argv).then(
       (reply) => {
+        if (!success) this.#settlePending(key)
         const [openUntil, probeUntil, failures] = reply as [number, number, number]
         this.#apply(key, openUntil, probeUntil, failures)
       },
       (error: unknown) => {
+        if (!success) this.#settlePending(key)
         this.#failed('record', error)
         this.#recordLocally(key, setting, success, now)
       },
     )
+  }
+
+  /** Resolves once every `record` made so far has been answered (or failed) and applied (tests). */
+  settled(): Promise<void> {
+    return this.#lastRecord
   }
 
   async #claim(key: string, setting: CircuitSetting, now: number): Promise<boolean> {
@@ -287,26 +307,41 @@ export class RedisCircuitBreaker implements CircuitBreaker {
     const mirror = this.#mirror.get(key)
     if (mirror !== undefined && mirror.openUntil !== 0 && now < mirror.openUntil) return
     if (success) {
-      this.#mirror.delete(key)
-      return
-    }
-    if (mirror === undefined || (mirror.openUntil === 0 && mirror.failures + 1 < setting.failureThreshold)) {
+      this.#apply(key, 0, 0, 0)
+    } else if (mirror === undefined || (mirror.openUntil === 0 && mirror.failures + 1 < setting.failureThreshold)) {
       this.#apply(key, 0, 0, (mirror?.failures ?? 0) + 1)
     } else {
       this.#apply(key, now + setting.cooldownMs, 0, 0)
     }
   }
 
-  /** Sets a mirrored circuit (the newest), or drops it when closed with no failures. */
+  #settlePending(key: string): void {
+    const mirror = this.#mirror.get(key)
+    if (mirror !== undefined && mirror.pending > 0) mirror.pending -= 1
+  }
+
+  /**
+   * Sets a mirrored circuit and makes it the newest, or drops it when it is closed with no failures
+   * counted or pending.
+   */
   #apply(key: string, openUntil: number, probeUntil: number, failures: number): void {
-    if (openUntil === 0 && failures === 0) {
-      this.#mirror.delete(key)
+    const mirror = this.#mirror.get(key)
+    if (mirror === undefined) {
+      if (openUntil !== 0 || failures !== 0) this.#insert(key, { failures, openUntil, probeUntil, pending: 0 })
       return
     }
-    const mirror = this.#mirror.get(key)
-    if (mirror !== undefined) this.#mirror.delete(key)
-    this.#mirror.set(key, { failures, openUntil, probeUntil })
+    mirror.failures = failures
+    mirror.openUntil = openUntil
+    mirror.probeUntil = probeUntil
+    this.#mirror.delete(key)
+    if (openUntil !== 0 || failures !== 0 || mirror.pending !== 0) this.#insert(key, mirror)
+  }
+
+  /** Adds a circuit as the newest, dropping the oldest beyond `maxCircuits`. */
+  #insert(key: string, mirror: Mirror): Mirror {
+    this.#mirror.set(key, mirror)
     if (this.#mirror.size > this.#maxCircuits) this.#mirror.delete(this.#mirror.keys().next().value as string)
+    return mirror
   }
 
   /** `<state>|<openUntil>|<key>`; the key may itself contain `|`. */
@@ -320,7 +355,7 @@ export class RedisCircuitBreaker implements CircuitBreaker {
       const openUntil = Number(message.slice(first + 1, second))
       if (Number.isFinite(openUntil) && openUntil > 0) this.#apply(key, openUntil, 0, 0)
     } else if (state === 'closed') {
-      this.#mirror.delete(key)
+      this.#apply(key, 0, 0, 0)
     } else if (state === 'failing') {
       const mirror = this.#mirror.get(key)
       if (mirror === undefined || (mirror.openUntil === 0 && mirror.failures === 0)) this.#apply(key, 0, 0, 1)
