@@ -15,8 +15,37 @@ import { portToken, type Service } from './service.js'
 /** Where a log record came from. */
 export type LogSource = 'gateway' | 'custom'
 
-/** Response-cache outcome of a request (`disabled` until a cache plugin runs). */
-export type CacheStatus = 'disabled' | 'miss' | 'hit' | 'semantic_hit'
+/**
+ * Response-cache outcome of a request (`disabled` until a cache plugin runs). `refresh`: the cache
+ * was on for the request but `x-gateway-cache-force-refresh` skipped the lookup and the answer
+ * replaced the stored one (`x-gateway-cache-status: REFRESH`).
+ */
+export type CacheStatus = 'disabled' | 'miss' | 'hit' | 'semantic_hit' | 'refresh'
+
+/** Attempts kept in one record: the first `MAX_LOG_ATTEMPTS - 1` and the last (the one that answered). */
+export const MAX_LOG_ATTEMPTS = 32
+
+/**
+ * One upstream attempt of a config-routed request, as stored (JSON text in the `attempts` column)
+ * and shown by the Admin API: keys are already the API's snake_case names.
+ */
+export interface LogAttempt {
+  /** The config leaf tried, as in `x-gateway-last-used-option-index` (`config.targets[1]`). */
+  readonly target: string
+  readonly provider: string | null
+  /** The target's virtual key slug, or `null`. */
+  readonly virtual_key: string | null
+  /** Upstream status, the status of the gateway's own refusal (429/412 of our limits, ...), or 0 when none came (connection failure, timeout). */
+  readonly status: number
+  /** From the attempt's start until its status was known (response headers); `null` when it never ended. */
+  readonly latency_ms: number | null
+  /** Which try of its target (0: the first, n: the n-th retry). */
+  readonly retry: number
+  /** Catalogue code of the gateway error that ended the attempt (`GW_...`), or `null`. */
+  readonly error_code: string | null
+  /** How the response cache took part, or `null` when it did not look. */
+  readonly cache_status: CacheStatus | null
+}
 
 /** One request's log record, written after the reply ended, errored or was aborted. */
 export interface LogRecord {
@@ -36,8 +65,13 @@ export interface LogRecord {
   readonly user: string | null
   /** Virtual key slug. */
   readonly virtualKey: string | null
-  /** Config slug (when configs exist). */
+  /**
+   * The saved config's slug the request was routed by; `null` without a config and for an inline
+   * `x-gateway-config` (it has no identity; such a record still has `attempts`).
+   */
   readonly config: string | null
+  /** The saved config's version that routed it; `null` with `config`. */
+  readonly configVersion: number | null
   readonly promptSlug: string | null
   readonly promptVersion: number | null
   readonly method: string
@@ -62,7 +96,11 @@ export interface LogRecord {
   readonly cacheStatus: CacheStatus
   /** Attempts beyond the first (retries and fallbacks). */
   readonly retryCount: number
-  /** Index of the fallback target that answered; `null` without fallbacks. */
+  /**
+   * Config-routed requests: how many targets the router moved past before the one that answered
+   * (0: the first target tried answered, after any retries); `null` without a config or when no
+   * attempt answered.
+   */
   readonly fallbackIndex: number | null
   /** Catalogue code of the gateway error (`GW_...`), or `null`. */
   readonly errorCode: string | null
@@ -73,6 +111,8 @@ export interface LogRecord {
   /** Request and response bodies, only when the log plugin is configured to keep them (size-capped). */
   readonly requestBody: string | null
   readonly responseBody: string | null
+  /** Every upstream attempt of a config-routed request, in order (at most `MAX_LOG_ATTEMPTS`); `null` without a config or before any attempt. */
+  readonly attempts: readonly LogAttempt[] | null
 }
 
 /** One feedback entry (`POST /v1/feedback`); weighted feedback = value × weight. */

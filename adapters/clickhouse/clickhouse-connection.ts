@@ -6,6 +6,7 @@ import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickh
 import { databaseName, quoteString } from '../sql/sql-literals.js'
 import {
   CLICKHOUSE_DEDUPLICATION_WINDOW,
+  CLICKHOUSE_REQUEST_LOG_COLUMNS,
   CLICKHOUSE_REQUEST_LOG_TABLE,
   clickHouseFeedbackDdl,
   clickHouseRequestLogDdl,
@@ -38,7 +39,32 @@ export interface ClickHouseLogTableFeatures {
 }
 
 /**
- * Creates the database and the request-log and feedback tables; idempotent. On servers that can
+ * Adds the `request_logs` columns a table made by an older version lacks (each is Nullable, so old
+ * rows read `NULL`). Looked up in `system.columns` (18.16 has no `ADD COLUMN IF NOT EXISTS`); when
+ * another instance adds the same column at the same moment, the refused ALTER is checked again.
+ */
+async function addMissingLogColumns(client: ClickHouseClient, database: string): Promise<void> {
+  const present = async (): Promise<Set<string>> => {
+    const result = await client.query({
+      query: `SELECT name FROM system.columns WHERE database = ${quoteString('clickhouse', database)} AND table = ${quoteString('clickhouse', CLICKHOUSE_REQUEST_LOG_TABLE)}`,
+      format: 'JSONEachRow',
+    })
+    return new Set((await result.json<{ name: string }>()).map((row) => row.name))
+  }
+  const columns = await present()
+  for (const [name, type] of CLICKHOUSE_REQUEST_LOG_COLUMNS) {
+    if (columns.has(name)) continue
+    try {
+      await client.command({ query: `ALTER TABLE ${database}.${CLICKHOUSE_REQUEST_LOG_TABLE} ADD COLUMN ${name} ${type}` })
+    } catch (error) {
+      if (!(await present()).has(name)) throw error
+    }
+  }
+}
+
+/**
+ * Creates the database and the request-log and feedback tables, and adds the request-log columns
+ * an older version's table lacks; idempotent. On servers that can
  * (not 18.16), `request_logs` keeps a deduplication window (created so, or set on a table an older
  * version created), and the answer says whether inserts should carry a deduplication token.
  */
@@ -53,6 +79,7 @@ export async function prepareClickHouseLogTables(client: ClickHouseClient, datab
   )
   const window = Number(server?.has_window ?? 0) > 0
   await client.command({ query: clickHouseRequestLogDdl(database, window) })
+  await addMissingLogColumns(client, database)
   await client.command({ query: clickHouseFeedbackDdl(database) })
   if (!window) return { insertTokens: false }
   const table = await first<{ engine: string; create_table_query: string }>(

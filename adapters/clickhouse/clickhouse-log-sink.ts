@@ -39,7 +39,7 @@ import type { FeedbackRecord, LogRecord } from '../../core/logs.js'
 import type { Logger } from '../../core/service.js'
 import { BatchingLogSink, type LogBatchingOptions, type LogStoreWriter } from '../log-sink/batching-log-sink.js'
 import { FileJournal } from '../log-sink/file-journal.js'
-import { feedbackVersionKey, metadataLists } from '../log-sink/log-records.js'
+import { attemptsJson, feedbackVersionKey, metadataLists } from '../log-sink/log-records.js'
 import type { EncodedLines } from '../log-sink/slices.js'
 import { quoteInteger, quoteString } from '../sql/sql-literals.js'
 import { clickHouseLogClient, logDatabaseOf, prepareClickHouseLogTables } from './clickhouse-connection.js'
@@ -104,6 +104,8 @@ function toRow(record: LogRecord): Record<string, unknown> {
     metadata_values: metadata.values,
     request_body: record.requestBody,
     response_body: record.responseBody,
+    config_version: record.configVersion,
+    attempts: attemptsJson(record.attempts),
   }
 }
 

@@ -11,6 +11,9 @@
  * - On servers that have it (20.x and later), `request_logs` keeps `non_replicated_deduplication_window`
  *   inserted blocks, so a repeated insert of a batch (same rows, or the same
  *   `insert_deduplication_token` on 22.x and later) is dropped by the server; see clickhouse-log-sink.ts.
+ * - Columns added after a table's first release are appended to `CLICKHOUSE_REQUEST_LOG_COLUMNS`
+ *   (Nullable, or with a default an old row can take): `prepareClickHouseLogTables` adds the ones an
+ *   existing table lacks on start (clickhouse-connection.ts). `attempts` is JSON text.
  * - `feedback`: ReplacingMergeTree on `updated_at_ms`: an update inserts a new version of the row
  *   and merges keep the latest; readers must still pick the latest themselves (`argMax`), because
  *   merges happen eventually.
@@ -56,6 +59,8 @@ export const CLICKHOUSE_REQUEST_LOG_COLUMNS = [
   ['metadata_values', 'Array(String)'],
   ['request_body', 'Nullable(String)'],
   ['response_body', 'Nullable(String)'],
+  ['config_version', 'Nullable(UInt32)'],
+  ['attempts', 'Nullable(String)'],
 ] as const
 
 export const CLICKHOUSE_FEEDBACK_COLUMNS = [

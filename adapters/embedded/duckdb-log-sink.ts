@@ -21,7 +21,8 @@ import { dirname, join } from 'node:path'
 import type { FeedbackRecord, LogRecord } from '../../core/logs.js'
 import { BatchingLogSink, type LogBatchingOptions, type LogStoreWriter } from '../log-sink/batching-log-sink.js'
 import { FileJournal } from '../log-sink/file-journal.js'
-import { feedbackVersionKey, metadataFromLists, metadataLists } from '../log-sink/log-records.js'
+import { attemptsJson, feedbackVersionKey, metadataFromLists, metadataLists } from '../log-sink/log-records.js'
+import { parseAttempts } from '../sql/analytics-sql.js'
 import type { EncodedLines } from '../log-sink/slices.js'
 import type { DuckDbDatabase, DuckDbSession, SqlParam, SqlRow } from './duckdb-database.js'
 import { migrateLogTables } from './duckdb-log-migration.js'
@@ -98,6 +99,8 @@ function toJsonLine(record: LogRecord): string {
     metadata_values: metadata.values,
     request_body: record.requestBody,
     response_body: record.responseBody,
+    config_version: record.configVersion,
+    attempts: attemptsJson(record.attempts),
   })
 }
 
@@ -128,6 +131,7 @@ function fromRow(row: SqlRow): LogRecord {
     user: optionalString(row, 'end_user'),
     virtualKey: optionalString(row, 'virtual_key'),
     config: optionalString(row, 'config'),
+    configVersion: optionalNumber(row, 'config_version'),
     promptSlug: optionalString(row, 'prompt_slug'),
     promptVersion: optionalNumber(row, 'prompt_version'),
     method: String(row.method),
@@ -153,6 +157,7 @@ function fromRow(row: SqlRow): LogRecord {
     metadata: metadataFromLists(list(row, 'metadata_keys'), list(row, 'metadata_values')),
     requestBody: optionalString(row, 'request_body'),
     responseBody: optionalString(row, 'response_body'),
+    attempts: parseAttempts(row.attempts),
   }
 }
 

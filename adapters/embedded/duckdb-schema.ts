@@ -470,7 +470,8 @@ export const ADMIN_COLUMN_MIGRATIONS: readonly ColumnMigration[] = [
  * (adapters/clickhouse/clickhouse-schema.ts). `created_at` is a UTC `TIMESTAMP` with millisecond
  * values; token columns are all `NULL` when the provider reported no usage; cost is exact nano-USD;
  * metadata is two parallel lists (`metadata_keys[i]` has `metadata_values[i]`), as in ClickHouse,
- * so one filter expression shape serves both stores.
+ * so one filter expression shape serves both stores. `attempts` is JSON text. A column added later
+ * is appended here; duckdb-log-migration.ts adds it to an existing table on start.
  */
 export const REQUEST_LOG_COLUMNS = [
   ['id', 'VARCHAR NOT NULL'],
@@ -509,6 +510,8 @@ export const REQUEST_LOG_COLUMNS = [
   ['metadata_values', 'VARCHAR[] NOT NULL'],
   ['request_body', 'VARCHAR'],
   ['response_body', 'VARCHAR'],
+  ['config_version', 'INTEGER'],
+  ['attempts', 'VARCHAR'],
 ] as const
 
 export const REQUEST_LOG_TABLE = 'request_logs'

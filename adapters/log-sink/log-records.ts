@@ -7,7 +7,7 @@
  * The result is a plain object holding exactly the `LogRecord` fields, so it can be journaled as
  * JSON and read back unchanged.
  */
-import type { FeedbackRecord, LogRecord } from '../../core/logs.js'
+import { MAX_LOG_ATTEMPTS, type CacheStatus, type FeedbackRecord, type LogAttempt, type LogRecord } from '../../core/logs.js'
 
 const INT32_MAX = 2_147_483_647
 const UINT16_MAX = 65_535
@@ -41,6 +41,36 @@ function metadataOf(value: unknown): Record<string, string> | null {
   return metadata
 }
 
+function cacheStatusOf(value: unknown): CacheStatus | null {
+  return value === 'disabled' || value === 'miss' || value === 'hit' || value === 'semantic_hit' || value === 'refresh' ? value : null
+}
+
+/**
+ * The attempts of a config-routed request: at most `MAX_LOG_ATTEMPTS` (the first ones and the
+ * last), each with its fields checked; anything that is not a list of objects is `null` (a
+ * journaled record of an older version has none).
+ */
+function attemptsOf(value: unknown): LogAttempt[] | null {
+  if (!Array.isArray(value) || value.length === 0) return null
+  const items = value.length <= MAX_LOG_ATTEMPTS ? value : [...value.slice(0, MAX_LOG_ATTEMPTS - 1), value[value.length - 1]]
+  const attempts: LogAttempt[] = []
+  for (const item of items) {
+    if (item === null || typeof item !== 'object') continue
+    const attempt = item as Record<string, unknown>
+    attempts.push({
+      target: typeof attempt.target === 'string' ? attempt.target : '',
+      provider: nullableText(attempt.provider),
+      virtual_key: nullableText(attempt.virtual_key),
+      status: integerIn(attempt.status, 0, UINT16_MAX) ?? 0,
+      latency_ms: nullableFinite(attempt.latency_ms),
+      retry: integerIn(attempt.retry, 0, UINT16_MAX) ?? 0,
+      error_code: nullableText(attempt.error_code),
+      cache_status: cacheStatusOf(attempt.cache_status),
+    })
+  }
+  return attempts.length === 0 ? null : attempts
+}
+
 /** The record with every field checked, or a `TypeError` naming the first unrepresentable field. */
 export function checkLogRecord(record: LogRecord): LogRecord {
   if (record === null || typeof record !== 'object') throw new TypeError('a log record must be an object')
@@ -61,6 +91,7 @@ export function checkLogRecord(record: LogRecord): LogRecord {
     user: nullableText(record.user),
     virtualKey: nullableText(record.virtualKey),
     config: nullableText(record.config),
+    configVersion: integerIn(record.configVersion, 0, INT32_MAX),
     promptSlug: nullableText(record.promptSlug),
     promptVersion: integerIn(record.promptVersion, 0, INT32_MAX),
     method: text(record.method, 'method'),
@@ -78,8 +109,7 @@ export function checkLogRecord(record: LogRecord): LogRecord {
     totalTokens: integerIn(record.totalTokens, 0, INT32_MAX),
     cachedTokens: integerIn(record.cachedTokens, 0, INT32_MAX),
     costNanoUsd: integerIn(record.costNanoUsd, 0, Number.MAX_SAFE_INTEGER),
-    cacheStatus:
-      record.cacheStatus === 'miss' || record.cacheStatus === 'hit' || record.cacheStatus === 'semantic_hit' ? record.cacheStatus : 'disabled',
+    cacheStatus: cacheStatusOf(record.cacheStatus) ?? 'disabled',
     retryCount: integerIn(record.retryCount, 0, UINT16_MAX) ?? 0,
     fallbackIndex: integerIn(record.fallbackIndex, 0, 32_767),
     errorCode: nullableText(record.errorCode),
@@ -87,7 +117,13 @@ export function checkLogRecord(record: LogRecord): LogRecord {
     metadata: metadataOf(record.metadata),
     requestBody: nullableText(record.requestBody),
     responseBody: nullableText(record.responseBody),
+    attempts: attemptsOf(record.attempts),
   }
+}
+
+/** The attempts as the stores keep them: JSON text, or `NULL`. */
+export function attemptsJson(attempts: readonly LogAttempt[] | null): string | null {
+  return attempts === null ? null : JSON.stringify(attempts)
 }
 
 /** The feedback entry with every field checked, or a `TypeError`. */

@@ -16,9 +16,10 @@
  * - Rescued requests succeeded (`status < 400`) after more than one attempt: by a fallback when
  *   `fallback_index > 0`, otherwise by retries (`retry_count > 0`), grouped by retry count.
  * - Cache: hits are `hit` (simple) and `semantic_hit`; the hit rate is hits over the requests that
- *   consulted the cache (`cache_status <> 'disabled'`); savings are the logged cost of the hits,
- *   accumulated from the start of the range. The cache summary's speedup compares the average
- *   latency of hits with that of misses: (miss − hit) / miss × 100, 0 without both.
+ *   consulted the cache (`cache_status <> 'disabled'`, so a forced `refresh` counts as a non-hit);
+ *   savings are the logged cost of the hits, accumulated from the start of the range. The cache
+ *   summary's speedup compares the average latency of hits with that of misses (`miss` only):
+ *   (miss − hit) / miss × 100, 0 without both.
  * - Feedback: the current version of each entry (latest update) of the organisation whose trace
  *   has at least one request matching the filter, created (first version) within the time range;
  *   bucketed by its creation time. Weighted feedback is value × weight. A request's weighted
@@ -35,6 +36,7 @@ import type {
   GraphResult,
   GroupRequest,
   GroupResult,
+  LogAttempt,
   LogFilter,
   LogScope,
   StoredLog,
@@ -542,6 +544,7 @@ export class SqlLogQueries {
       user: toStringOrNull(row.end_user),
       virtualKey: toStringOrNull(row.virtual_key),
       config: toStringOrNull(row.config),
+      configVersion: toNumberOrNull(row.config_version),
       promptSlug: toStringOrNull(row.prompt_slug),
       promptVersion: toNumberOrNull(row.prompt_version),
       method: String(row.method),
@@ -567,13 +570,28 @@ export class SqlLogQueries {
       metadata: zipMetadata(row.metadata_keys, row.metadata_values),
       requestBody: toStringOrNull(row.request_body),
       responseBody: toStringOrNull(row.response_body),
+      attempts: parseAttempts(row.attempts),
       weightedFeedback: weights.get(traceId) ?? null,
     }
   }
 }
 
 function cacheStatusOf(value: unknown): StoredLog['cacheStatus'] {
-  return value === 'miss' || value === 'hit' || value === 'semantic_hit' ? value : 'disabled'
+  return value === 'miss' || value === 'hit' || value === 'semantic_hit' || value === 'refresh' ? value : 'disabled'
+}
+
+/**
+ * The `attempts` column (JSON text the sinks wrote from checked records) back to its list; `null`
+ * for `NULL` and for text that is not a JSON array.
+ */
+export function parseAttempts(value: unknown): LogAttempt[] | null {
+  if (typeof value !== 'string') return null
+  try {
+    const parsed: unknown = JSON.parse(value)
+    return Array.isArray(parsed) ? (parsed as LogAttempt[]) : null
+  } catch {
+    return null
+  }
 }
 
 /** Parallel key/value lists back to a record; `null` when empty (the sinks store `null` and `{}` alike). */

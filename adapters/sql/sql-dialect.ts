@@ -77,7 +77,7 @@ const LOG_FIELDS = [
   'prompt_slug', 'prompt_version', 'method', 'route', 'path', 'provider', 'model', 'status', 'outcome', 'streaming',
   'latency_ms', 'ttft_ms', 'prompt_tokens', 'completion_tokens', 'total_tokens', 'cached_tokens', 'cost_nano_usd',
   'cache_status', 'retry_count', 'fallback_index', 'error_code', 'error_type', 'metadata_keys', 'metadata_values',
-  'request_body', 'response_body',
+  'request_body', 'response_body', 'config_version', 'attempts',
 ] as const
 
 /** ClickHouse 18.16+: no query parameters, no `toStartOfInterval`, UInt64 returned as strings. */

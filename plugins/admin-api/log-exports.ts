@@ -122,9 +122,9 @@ async function exportView(deps: AdminDeps, record: ExportRecord): Promise<Record
   }
 }
 
-/** How a log's routing went, in the terms of a config's `mode`. */
+/** How a log's routing went, in the terms of a config's `mode`: `fallback` once the router moved past a target. */
 function modeOf(log: StoredLog): string {
-  if (log.fallbackIndex !== null) return 'fallback'
+  if (log.fallbackIndex !== null && log.fallbackIndex > 0) return 'fallback'
   return log.retryCount > 0 ? 'retry' : 'single'
 }
 

@@ -58,7 +58,7 @@ const providerModel = z.string().transform((text, ctx) => {
   return { provider, model: name }
 })
 const traceId = z.string().regex(TRACE_ID, 'must be a trace id: 1-128 visible ASCII characters without commas')
-const CACHE_STATUSES: readonly CacheStatus[] = ['disabled', 'miss', 'hit', 'semantic_hit']
+const CACHE_STATUSES: readonly CacheStatus[] = ['disabled', 'miss', 'hit', 'semantic_hit', 'refresh']
 /** `hit`, `HIT`, `semantic hit`, `SEMANTIC_HIT`, ... */
 const cacheStatus = z
   .string()
@@ -132,7 +132,7 @@ const filterShape = {
   ai_model: listOf(model, 'model names').optional(),
   trace_id: listOf(traceId, 'trace ids').optional(),
   prompt_slug: listOf(slug, 'prompt slugs').optional(),
-  cache_status: listOf(cacheStatus, 'cache statuses (disabled, miss, hit, semantic_hit)').optional(),
+  cache_status: listOf(cacheStatus, 'cache statuses (disabled, miss, hit, semantic_hit, refresh)').optional(),
   metadata: metadataFilter.optional(),
   cost_min: cents.optional().describe('Cost in cents, inclusive'),
   cost_max: cents.optional().describe('Cost in cents, inclusive'),

@@ -130,6 +130,7 @@ export function customLogRecord(deps: AdminDeps, principal: AdminRequest['princi
     user: metadata?._user ?? null,
     virtualKey: null,
     config: null,
+    configVersion: null,
     promptSlug: null,
     promptVersion: null,
     method: log.request.method,
@@ -155,6 +156,7 @@ export function customLogRecord(deps: AdminDeps, principal: AdminRequest['princi
     metadata,
     requestBody: JSON.stringify(maskSecrets(log.request.body)),
     responseBody: JSON.stringify(maskSecrets(log.response.body)),
+    attempts: null,
   }
 }
 
@@ -186,7 +188,11 @@ export function centsOf(nanoUsd: number | null): number | null {
   return nanoUsd === null ? null : nanoUsd / NANO_USD_PER_CENT
 }
 
-/** A stored log on the wire (LogObject, reference §14). Headers are never stored, so never shown. */
+/**
+ * A stored log on the wire (LogObject, reference §14). Headers are never stored, so never shown.
+ * A config-routed request's `metrics.attempts` lists every upstream attempt in order (`{target,
+ * provider, virtual_key, status, latency_ms, retry, error_code, cache_status}`); `null` otherwise.
+ */
 export function logView(log: StoredLog, workspaceSlug: string | null): Record<string, unknown> {
   return {
     _id: log.id,
@@ -217,6 +223,8 @@ export function logView(log: StoredLog, workspaceSlug: string | null): Record<st
       trace_id: log.traceId,
       virtual_key: log.virtualKey,
       config: log.config,
+      config_version: log.configVersion,
+      attempts: log.attempts,
       prompt_slug: log.promptSlug,
       prompt_version: log.promptVersion,
       workspace_slug: workspaceSlug,

@@ -1,7 +1,7 @@
 /** Builds a request's log record from its finished context (pure apart from the price lookup). */
 import { costNanoUsd, type PriceTable } from '../../core/budgets.js'
-import type { RequestContext, Usage } from '../../core/context.js'
-import type { LogRecord } from '../../core/logs.js'
+import type { Attempt, CacheHeaderStatus, RequestContext, Usage } from '../../core/context.js'
+import { MAX_LOG_ATTEMPTS, type CacheStatus, type LogAttempt, type LogRecord } from '../../core/logs.js'
 
 export interface RecordOptions {
   /** Longest `x-gateway-metadata` header whose pairs are stored; a longer one is stored as none. */
@@ -42,10 +42,86 @@ export function cappedBody(bytes: Buffer | null, maxBytes: number, startCut = fa
   return startCut ? `${TRUNCATED_MARKER}${text}` : text
 }
 
+/** `x-gateway-cache-status` value → the log's cache status. */
+export function logCacheStatus(status: CacheHeaderStatus): CacheStatus {
+  switch (status) {
+    case 'HIT':
+      return 'hit'
+    case 'MISS':
+      return 'miss'
+    case 'REFRESH':
+      return 'refresh'
+    default:
+      return 'disabled'
+  }
+}
+
+/**
+ * An attempt's provider: its virtual key's, else the target's. A target naming neither keeps the
+ * request's own provider selection, which is the upstream's; a virtual key that was refused
+ * before it resolved names no provider (`null`).
+ */
+function attemptProvider(ctx: RequestContext, attempt: Attempt): string | null {
+  if (attempt.credential !== null) return attempt.credential.provider
+  const target = attempt.target
+  if (target.provider !== null) return target.provider
+  return target.virtualKey === null ? (ctx.target?.provider ?? null) : null
+}
+
+function logAttempt(ctx: RequestContext, attempt: Attempt): LogAttempt {
+  return {
+    target: attempt.target.path,
+    provider: attemptProvider(ctx, attempt),
+    virtual_key: attempt.credential?.virtualKeySlug ?? attempt.target.virtualKey,
+    status: attempt.status,
+    latency_ms: attempt.endedAt === null ? null : attempt.endedAt - attempt.startedAt,
+    retry: attempt.retry,
+    error_code: attempt.error?.code ?? null,
+    cache_status: attempt.cacheStatus === null ? null : logCacheStatus(attempt.cacheStatus),
+  }
+}
+
+/** The attempts as logged: all of them up to `MAX_LOG_ATTEMPTS`, else the first ones and the last. */
+export function logAttempts(ctx: RequestContext, attempts: readonly Attempt[]): LogAttempt[] {
+  const count = attempts.length
+  if (count <= MAX_LOG_ATTEMPTS) return attempts.map((attempt) => logAttempt(ctx, attempt))
+  const kept = attempts.slice(0, MAX_LOG_ATTEMPTS - 1).map((attempt) => logAttempt(ctx, attempt))
+  kept.push(logAttempt(ctx, attempts[count - 1] as Attempt))
+  return kept
+}
+
+/**
+ * How many targets the router moved past before `served`'s: every target's first try has
+ * `retry` 0, and a fallback never returns to a target it left.
+ */
+export function fallbackIndexOf(attempts: readonly Attempt[], served: Attempt): number | null {
+  const position = attempts.indexOf(served)
+  if (position < 0) return null
+  let targets = 0
+  for (let index = 0; index <= position; index += 1) if ((attempts[index] as Attempt).retry === 0) targets += 1
+  return Math.max(0, targets - 1)
+}
+
+/** The served attempt's model when its body names one (`override_params` may change it), else the request's. */
+function servedModel(ctx: RequestContext, served: Attempt): string | null {
+  const model = served.body?.model
+  return typeof model === 'string' ? model : ctx.model
+}
+
+/**
+ * The request's record. For a config-routed request it also carries the config's slug and
+ * version and every attempt, and the virtual key, provider, model (hence cost) and cache status
+ * are the served attempt's (the one whose reply went to the client). Without a config
+ * (`ctx.routing`, `ctx.attempts` and `ctx.attempt` all `null`) that costs a few null checks.
+ */
 export function toLogRecord(ctx: RequestContext, options: RecordOptions): LogRecord {
   const endedAt = ctx.endedAt ?? ctx.startedAt
   const metadata = recordMetadata(ctx, options.maxMetadataBytes)
-  const provider = ctx.target?.provider ?? null
+  const routing = ctx.routing
+  const attempts = ctx.attempts
+  const served = ctx.attempt
+  const provider = served === null ? (ctx.target?.provider ?? null) : attemptProvider(ctx, served)
+  const model = served === null ? ctx.model : servedModel(ctx, served)
   const usage = ctx.usage
   const error = ctx.error
   const maxBodyBytes = options.maxBodyBytes
@@ -59,15 +135,16 @@ export function toLogRecord(ctx: RequestContext, options: RecordOptions): LogRec
     // A JWT's keyId is the token's subject, not an API key id.
     apiKeyId: ctx.principal?.kind === 'api-key' ? ctx.principal.keyId : null,
     user: metadata?._user ?? null,
-    virtualKey: ctx.credential?.virtualKeySlug ?? null,
-    config: null,
+    virtualKey: served === null ? (ctx.credential?.virtualKeySlug ?? null) : (served.credential?.virtualKeySlug ?? served.target.virtualKey),
+    config: routing === null ? null : routing.slug,
+    configVersion: routing === null ? null : routing.version,
     promptSlug: ctx.prompt?.slug ?? null,
     promptVersion: ctx.prompt?.version ?? null,
     method: ctx.method,
     route: ctx.route.id,
     path: ctx.path,
     provider,
-    model: ctx.model,
+    model,
     status: ctx.status,
     outcome: ctx.outcome ?? 'aborted',
     streaming: ctx.streaming,
@@ -77,14 +154,15 @@ export function toLogRecord(ctx: RequestContext, options: RecordOptions): LogRec
     completionTokens: usage?.completionTokens ?? null,
     totalTokens: usage?.totalTokens ?? null,
     cachedTokens: usage?.cachedTokens ?? null,
-    costNanoUsd: recordCost(options.prices, provider, ctx.model, usage),
-    cacheStatus: 'disabled',
-    retryCount: 0,
-    fallbackIndex: null,
+    costNanoUsd: recordCost(options.prices, provider, model, usage),
+    cacheStatus: served === null || served.cacheStatus === null ? 'disabled' : logCacheStatus(served.cacheStatus),
+    retryCount: attempts === null || attempts.length === 0 ? 0 : attempts.length - 1,
+    fallbackIndex: attempts === null || served === null ? null : fallbackIndexOf(attempts, served),
     errorCode: error?.code ?? null,
     errorType: error?.type ?? null,
     metadata,
     requestBody: maxBodyBytes === null ? null : cappedBody(ctx.rawBody, maxBodyBytes),
     responseBody: maxBodyBytes === null ? null : cappedBody(ctx.responseTail, maxBodyBytes, ctx.responseTailCut),
+    attempts: attempts === null || attempts.length === 0 ? null : logAttempts(ctx, attempts),
   }
 }

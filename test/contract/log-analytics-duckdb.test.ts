@@ -23,6 +23,7 @@ function logLine(log: LogRecord): Record<string, unknown> {
     retry_count: log.retryCount, fallback_index: log.fallbackIndex, error_code: log.errorCode, error_type: log.errorType,
     metadata_keys: metadata.map(([key]) => key), metadata_values: metadata.map(([, value]) => value),
     request_body: log.requestBody, response_body: log.responseBody,
+    config_version: log.configVersion, attempts: log.attempts === null ? null : JSON.stringify(log.attempts),
   }
 }
 

@@ -9,6 +9,7 @@ import type {
   FeedbackRecord,
   GraphName,
   GroupName,
+  LogAttempt,
   LogFilter,
   LogRecord,
   LogScope,
@@ -53,6 +54,32 @@ export interface LogSet {
   readonly feedbackVersions: readonly FeedbackRecord[]
 }
 
+/**
+ * The attempts of a config-routed fixture row, made from its retry count and fallback index
+ * (no randomness, so the rest of the set stays as it was): earlier tries fail on the first
+ * target, the last one answers on `targets[fallbackIndex]`. Some carry characters JSON and SQL
+ * must keep as they are.
+ */
+function attemptsOf(log: LogRecord, i: number): LogAttempt[] {
+  const fallback = log.fallbackIndex ?? 0
+  const attempts: LogAttempt[] = []
+  for (let k = 0; k <= log.retryCount; k++) {
+    const answered = k === log.retryCount
+    const moved = answered && fallback > 0
+    attempts.push({
+      target: `config.targets[${moved ? fallback : 0}]`,
+      provider: i % 97 === 0 ? ODD_VALUE : log.provider,
+      virtual_key: log.virtualKey,
+      status: answered ? log.status : k % 2 === 0 ? 503 : 0,
+      latency_ms: answered ? log.latencyMs / 2 : null,
+      retry: moved ? 0 : k,
+      error_code: answered ? log.errorCode : k % 2 === 0 ? null : 'GW_UPSTREAM_UNREACHABLE',
+      cache_status: answered && log.cacheStatus !== 'disabled' ? log.cacheStatus : null,
+    })
+  }
+  return attempts
+}
+
 export function generateLogSet(count = 10_000): LogSet {
   const next = random(20250301)
   const pick = <T>(items: readonly T[]): T => items[Math.floor(next() * items.length)] as T
@@ -70,7 +97,7 @@ export function generateLogSet(count = 10_000): LogSet {
     const completionTokens = usage ? 1 + Math.floor(next() * 1000) : null
     const user = pick(USERS)
     const cacheRoll = next()
-    const cacheStatus: CacheStatus = cacheRoll < 0.4 ? 'disabled' : cacheRoll < 0.8 ? 'miss' : cacheRoll < 0.95 ? 'hit' : 'semantic_hit'
+    const cacheStatus: CacheStatus = cacheRoll < 0.4 ? 'disabled' : cacheRoll < 0.75 ? 'miss' : cacheRoll < 0.8 ? 'refresh' : cacheRoll < 0.95 ? 'hit' : 'semantic_hit'
     // Some rows share a millisecond with the previous one, to exercise the (created_at, id) order.
     const createdAt = next() < 0.05 ? previousTime : START + Math.floor(next() * 3 * DAY)
     previousTime = createdAt
@@ -117,7 +144,11 @@ export function generateLogSet(count = 10_000): LogSet {
       metadata,
       requestBody: i % 1000 === 0 ? '{"messages":[]}' : null,
       responseBody: null,
+      configVersion: null,
+      attempts: null,
     })
+    const last = logs[i] as LogRecord
+    if (last.config !== null) logs[i] = { ...last, configVersion: last.config === 'cfg-a' ? 3 : 1, attempts: attemptsOf(last, i) }
   }
 
   const feedbackVersions: FeedbackRecord[] = []

@@ -86,6 +86,8 @@ const FILTERS: ReadonlyArray<{ readonly label: string; readonly filter: LogFilte
   { label: 'organisation, weighted feedback ≥ 0', filter: { scope: orgA, from: START, to: END, weightedFeedback: { min: 0 } } },
   { label: 'workspace 1, trace ids and prompt', filter: { scope: ws1, from: START, to: END, traceIds: [...PROMPTED_TRACES, 'trace-00001'], promptSlugs: ['welcome'] } },
   { label: 'organisation, odd metadata', filter: { scope: orgA, from: START, to: END, metadata: { [ODD_KEY]: ODD_VALUE } } },
+  { label: 'organisation, one config', filter: { scope: orgA, from: START, to: END, configs: ['cfg-b'] } },
+  { label: 'workspace 1, forced cache refreshes and hits', filter: { scope: ws1, from: START, to: END, cacheStatuses: ['refresh', 'hit'] } },
 ]
 
 /** Values that would break out of a naively built literal. */
@@ -135,7 +137,7 @@ export function logAnalyticsContract(name: string, makeHarness: () => Promise<Lo
       })
     })
 
-    describe.each(FILTERS.slice(0, 7))('groups and cache summary: $label', ({ filter }) => {
+    describe.each([...FILTERS.slice(0, 7), ...FILTERS.slice(-2)])('groups and cache summary: $label', ({ filter }) => {
       const expected = new Expected(set, filter)
       it.each(GROUP_NAMES.filter((group) => group !== 'metadata').map((group) => [group]))('%s', async (group) => {
         const whole = await analytics.group({ name: group, page: 0, pageSize: 1000 }, filter)
@@ -195,6 +197,17 @@ export function logAnalyticsContract(name: string, makeHarness: () => Promise<Lo
         const found = await analytics.findLog(orgA, rated.traceId)
         expect(found?.id).toBe(latest.id)
         expect(found?.weightedFeedback).toBeCloseTo(weights.get(rated.traceId)!, 9)
+      })
+
+      it('returns a config-routed log with its config version and every attempt, as written', async () => {
+        const routed = set.logs.filter((log) => log.organisationId === ORG_A && log.attempts !== null && log.attempts.length > 1)
+        const odd = routed.find((log) => log.attempts?.some((attempt) => attempt.provider === ODD_VALUE))
+        expect(odd).toBeDefined()
+        for (const log of [routed[0]!, odd!]) {
+          expect(await analytics.findLog(orgA, log.id)).toEqual({ ...log, weightedFeedback: weights.get(log.traceId) ?? null })
+        }
+        const plain = set.logs.find((log) => log.organisationId === ORG_A && log.config === null)!
+        expect(await analytics.findLog(orgA, plain.id)).toMatchObject({ config: null, configVersion: null, attempts: null })
       })
 
       it('knows which traces a scope has', async () => {

@@ -16,6 +16,7 @@ export function logRecord(overrides: Partial<LogRecord> = {}): LogRecord {
     user: null,
     virtualKey: null,
     config: null,
+    configVersion: null,
     promptSlug: null,
     promptVersion: null,
     method: 'POST',
@@ -41,6 +42,7 @@ export function logRecord(overrides: Partial<LogRecord> = {}): LogRecord {
     metadata: null,
     requestBody: null,
     responseBody: null,
+    attempts: null,
     ...overrides,
   }
 }
@@ -57,6 +59,7 @@ export function fullLogRecord(overrides: Partial<LogRecord> = {}): LogRecord {
     user: 'user-42',
     virtualKey: 'openai-prod',
     config: 'cfg-1',
+    configVersion: 4,
     promptSlug: 'welcome',
     promptVersion: 3,
     method: 'PUT',
@@ -82,6 +85,11 @@ export function fullLogRecord(overrides: Partial<LogRecord> = {}): LogRecord {
     metadata: { _user: 'user-42', team: 'naïve "quotes", commas \\ slashes', empty: '' },
     requestBody: '{"model":"gpt-4o-mini"}',
     responseBody: '{"error":{}}',
+    attempts: [
+      { target: 'config.targets[0]', provider: 'anthropic', virtual_key: 'anthropic-prod', status: 0, latency_ms: 30000.25, retry: 0, error_code: 'GW_UPSTREAM_TIMEOUT', cache_status: null },
+      { target: 'config.targets[1]', provider: 'openai', virtual_key: null, status: 412, latency_ms: 0.5, retry: 0, error_code: 'GW_BUDGET_EXHAUSTED', cache_status: 'refresh' },
+      { target: 'config.targets[1]', provider: 'openai', virtual_key: 'openai-prod', status: 429, latency_ms: 12.75, retry: 1, error_code: null, cache_status: 'miss' },
+    ],
     ...overrides,
   })
 }

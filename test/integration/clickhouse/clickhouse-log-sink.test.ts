@@ -151,9 +151,41 @@ describe('ClickHouseLogSink', () => {
       metadata_values: Object.values(full.metadata ?? {}),
       request_body: full.requestBody,
       response_body: full.responseBody,
+      config_version: 4,
     })
+    expect(JSON.parse(String(stored?.attempts))).toEqual(full.attempts)
     const [empty] = await rows<Record<string, unknown>>(`SELECT * FROM ${database}.request_logs WHERE id = '${sparse.id}'`)
-    expect(empty).toMatchObject({ organisation_id: '', workspace_id: '', end_user: null, prompt_tokens: null, cost_nano_usd: null, metadata_keys: [] })
+    expect(empty).toMatchObject({ organisation_id: '', workspace_id: '', end_user: null, prompt_tokens: null, cost_nano_usd: null, metadata_keys: [], config_version: null, attempts: null })
+  })
+
+  it('adds the columns a table of an older version lacks, keeping its rows, and then stores them', async () => {
+    const database = freshDatabase()
+    // request_logs as the version before config routing made it: no config_version, no attempts.
+    const older = clickHouseRequestLogDdl(database).replace(/,\n\s*config_version [^,\n]*/, '').replace(/,\n\s*attempts [^,\n]*/, '')
+    expect(older).not.toMatch(/config_version|attempts/)
+    await clickhouse.command({ query: `CREATE DATABASE ${database}` })
+    await clickhouse.command({ query: older })
+    await clickhouse.insert({
+      table: `${database}.request_logs`,
+      values: [{ organisation_id: 'org', workspace_id: 'ws', created_at: 1_700_000_000, created_at_ms: 1_700_000_000_123, id: 'old-1', trace_id: 't', source: 'gateway', method: 'POST', route: 'chat.completions', path: '/v1/chat/completions', status: 200, outcome: 'completed', streaming: 0, latency_ms: 1, cache_status: 'disabled', retry_count: 0, metadata_keys: [], metadata_values: [] }],
+      format: 'JSONEachRow',
+    })
+    const sink = sinkFor({ database, journalDirectory: await freshJournal() })
+    await sink.start()
+    const full = fullLogRecord()
+    sink.enqueue(full)
+    await sink.flush()
+    expect(sink.stats()).toMatchObject({ written: 1, journaled: 0, dropped: 0 })
+    const stored = await rows<Record<string, unknown>>(`SELECT id, config_version, attempts FROM ${database}.request_logs ORDER BY id`)
+    expect(stored).toHaveLength(2)
+    expect(stored.find((row) => row.id === 'old-1')).toEqual({ id: 'old-1', config_version: null, attempts: null })
+    const written = stored.find((row) => row.id === full.id)
+    expect(written?.config_version).toBe(4)
+    expect(JSON.parse(String(written?.attempts))).toEqual(full.attempts)
+    // A second start (another instance, or a restart) finds nothing left to add.
+    const again = sinkFor({ database, journalDirectory: await freshJournal() })
+    await again.start()
+    expect((await again.health()).ok).toBe(true)
   })
 
   it('stores feedback, one row per version', async () => {
