@@ -34,6 +34,11 @@ export interface Principal {
    * the API key (absent for JWTs), then its workspace (absent for Admin API keys).
    */
   readonly limitSubjects: readonly LimitSubject[]
+  /**
+   * The saved config (slug or id) requests are routed by when they send no `x-gateway-config`: the
+   * API key's `defaults.config_id`, else its workspace's; absent or `null` for none.
+   */
+  readonly defaultConfig?: string | null
 }
 
 /** The provider credential a virtual key resolved to (decrypted; never logged). */

@@ -12,6 +12,7 @@ import { forward } from './forward/index.js'
 import { log } from './log/index.js'
 import { promptRender } from './prompt-render/index.js'
 import { rateLimit } from './rate-limit/index.js'
+import { routing } from './routing/index.js'
 import { scopeCheck } from './scope-check/index.js'
 import { virtualKey } from './virtual-key/index.js'
 
@@ -19,6 +20,7 @@ export const PLUGIN_CATALOGUE: readonly PluginDefinition[] = [
   auth,
   scopeCheck,
   virtualKey,
+  routing,
   promptRender,
   forward,
   log,

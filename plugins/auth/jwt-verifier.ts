@@ -254,6 +254,7 @@ export class JwtVerifier {
       scopes,
       credentialHeader,
       limitSubjects: [workspaceSubject(workspace)],
+      defaultConfig: workspace.defaults?.configId ?? null,
     }
     // `requiredClaims` guarantees a numeric `exp`.
     return { principal, expiresAtMs: (payload.exp as number) * 1000 }

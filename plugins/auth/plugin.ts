@@ -256,5 +256,6 @@ function principalOf(record: ApiKeyRecord, workspace: WorkspaceRecord | null): P
     scopes: new Set(record.scopes.map(normaliseScope)),
     credentialHeader: 'x-gateway-api-key',
     limitSubjects: subjectsOf(record, workspace),
+    defaultConfig: record.defaults?.configId ?? workspace?.defaults?.configId ?? null,
   }
 }

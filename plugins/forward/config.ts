@@ -22,6 +22,14 @@ export const forwardConfigSchema = z
      * header), a body not yet sent becomes that error reply.
      */
     idleTimeoutMs: z.number().int().min(1).default(60_000),
+    /** Config retries: the first wait is between half and all of this, doubling per retry (API.md §4). */
+    retryBaseDelayMs: z.number().int().min(0).default(250),
+    /** Config retries: the longest backoff wait. */
+    retryMaxDelayMs: z.number().int().min(0).default(10_000),
+    /** Config retries with `use_retry_after_headers`: a 429 asking to wait longer than this is not retried. */
+    maxRetryAfterMs: z.number().int().min(0).default(60_000),
+    /** Seed for load-balanced picks (tests and benchmarks); unset: `Math.random`. */
+    loadbalanceSeed: z.number().int().min(0).optional(),
   })
   .strict()
 

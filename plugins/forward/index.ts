@@ -10,5 +10,5 @@ export const forward = definePlugin({
   phases: ['onForward', 'onLog'],
   configSchema: forwardConfigSchema,
   inject: [ProviderRegistry, UpstreamClient],
-  create: (config, [registry, upstream]) => new ForwardPlugin(config, registry, upstream),
+  create: (config, [registry, upstream]) => new ForwardPlugin(config, registry, upstream, null),
 })

@@ -25,13 +25,14 @@
  * Failure policy: upstream unreachable/reset → 502, gateway timeout → 504, request timeout → 408;
  * provider errors keep their status (normalised into the OpenAI shape on first-class routes).
  */
-import type { RequestContext, UpstreamTarget } from '../../core/context.js'
+import type { Attempt, RequestContext, UpstreamTarget } from '../../core/context.js'
 import { ERRORS, gatewayError, GatewayError } from '../../core/errors.js'
-import type { GatewayPlugin, Reply } from '../../core/plugin.js'
+import type { AttemptGate, GatewayPlugin, Reply } from '../../core/plugin.js'
 import type { CustomHostCheck, ProviderRegistry, ProviderSpec, UpstreamClient, UpstreamResponse } from '../../core/ports.js'
 import type { RouteSpec } from '../../core/routes.js'
 import type { ForwardConfig } from './config.js'
 import { normaliseProviderError } from './provider-error.js'
+import { ConfigRouter, type Breaker } from './router.js'
 import { extractUsage } from './usage.js'
 
 /** Request headers never sent upstream on pass-through (hop-by-hop, framing, the gateway's own). */
@@ -59,9 +60,28 @@ const PROMPTS_OFF = gatewayError(
   'Prompt templates are not enabled on this gateway (the prompt-render plugin is off): render the prompt yourself and call /v1/chat/completions',
 )
 
+const CONFIGS_OFF = gatewayError(
+  ERRORS.GW_CONFIG_INVALID,
+  'Configs are not enabled on this gateway (the routing plugin is off): send x-gateway-provider or x-gateway-virtual-key',
+  { param: 'x-gateway-config' },
+)
+
 interface ProviderOrigin {
   readonly origin: string
   readonly basePath: string
+}
+
+/** Which provider and credential one upstream call uses, and where that choice came from. */
+interface Selection {
+  readonly provider: string | undefined
+  /** The provider key; `null`: the client's `Authorization` (direct credentials). */
+  readonly apiKey: string | null
+  readonly customHost: string | undefined
+  /** A virtual key's stored credential: the client's `Authorization` is never forwarded with it. */
+  readonly stored: boolean
+  /** The request input that named the provider and host, for error messages. */
+  readonly providerParam: string
+  readonly hostParam: string
 }
 
 export class ForwardPlugin implements GatewayPlugin {
@@ -72,10 +92,13 @@ export class ForwardPlugin implements GatewayPlugin {
   /** Base URLs parsed once at boot. */
   readonly #origins = new Map<string, ProviderOrigin>()
 
-  constructor(config: ForwardConfig, registry: ProviderRegistry, upstream: UpstreamClient) {
+  readonly #router: ConfigRouter
+
+  constructor(config: ForwardConfig, registry: ProviderRegistry, upstream: UpstreamClient, breaker: Breaker | null = null) {
     this.#config = config
     this.#registry = registry
     this.#upstream = upstream
+    this.#router = new ConfigRouter(config, (ctx, attempt) => this.#sendAttempt(ctx, attempt), breaker, randomSource(config.loadbalanceSeed))
     this.#forwardedOnFirstClass = config.forwardedRequestHeaders.map((name) => name.toLowerCase())
     for (const spec of registry.list()) {
       if (spec.baseUrl.length === 0) continue
@@ -84,23 +107,77 @@ export class ForwardPlugin implements GatewayPlugin {
     }
   }
 
-  async onForward(ctx: RequestContext): Promise<Reply | GatewayError> {
+  async onForward(ctx: RequestContext, gate: AttemptGate): Promise<Reply | GatewayError> {
     // A prompt goes out as the first-class route its template renders to (written by prompt-render).
     const route = ctx.prompt === null ? ctx.route : ctx.prompt.route
     // Only a prompt route has no upstream path of its own: prompt-render did not run.
     if (route.upstreamPath === null && route.group === 'inference') return PROMPTS_OFF
-    // Awaited only while a custom host's first check is pending: every await costs the request path an allocation.
-    const resolved = this.#resolveTarget(ctx, route)
-    const target = resolved instanceof Promise ? await resolved : resolved
-    if (target instanceof GatewayError) return target
-    ctx.target = target
     const body = ctx.body
     if (body !== null) {
       if (typeof body.model === 'string') ctx.model = body.model
       ctx.streaming = body.stream === true
     }
+    const plan = ctx.routing
+    if (plan !== null) return this.#router.route(ctx, plan, gate)
+    if (ctx.headers['x-gateway-config'] !== undefined) return CONFIGS_OFF
     const requestTimeoutMs = this.#requestTimeout(ctx)
     if (requestTimeoutMs instanceof GatewayError) return requestTimeoutMs
+    return this.#send(ctx, route, this.#headerSelection(ctx), ctx.rawBody, requestTimeoutMs, null)
+  }
+
+  onLog(ctx: RequestContext): void {
+    if (ctx.responseTail === null || ctx.status < 200 || ctx.status >= 300 || !USAGE_ROUTES.has((ctx.prompt === null ? ctx.route : ctx.prompt.route).id)) return
+    // A reply from the response cache used no tokens: nothing to count against limits and budgets.
+    if (ctx.attempt !== null && ctx.attempt.cacheStatus === 'HIT') return
+    ctx.usage = extractUsage(ctx.responseTail)
+  }
+
+  /** One attempt of a config-routed request (the router calls it): its target's selection, body and timeout. */
+  async #sendAttempt(ctx: RequestContext, attempt: Attempt): Promise<Reply | GatewayError> {
+    const route = ctx.prompt === null ? ctx.route : ctx.prompt.route
+    const target = attempt.target
+    if (attempt.body !== null && typeof attempt.body.model === 'string') ctx.model = attempt.body.model
+    let requestTimeoutMs: number | null | GatewayError = target.requestTimeoutMs
+    if (requestTimeoutMs === null) requestTimeoutMs = this.#requestTimeout(ctx)
+    if (requestTimeoutMs instanceof GatewayError) return requestTimeoutMs
+    let selection: Selection
+    const credential = attempt.credential
+    if (credential !== null) {
+      // A saved config may point its virtual key at a custom host (checked against the allow-list here too).
+      selection = {
+        provider: credential.provider,
+        apiKey: credential.apiKey ?? '',
+        customHost: target.customHost ?? credential.customHost ?? undefined,
+        stored: true,
+        providerParam: 'x-gateway-config',
+        hostParam: 'x-gateway-config',
+      }
+    } else if (target.provider !== null) {
+      selection = { provider: target.provider, apiKey: target.apiKey, customHost: target.customHost ?? undefined, stored: false, providerParam: 'x-gateway-config', hostParam: 'x-gateway-config' }
+    } else if (target.virtualKey !== null) {
+      return gatewayError(ERRORS.GW_REQ_PROVIDER_MISSING, "The config's virtual key was not resolved: the virtual-key plugin is off on this gateway", { param: 'x-gateway-config' })
+    } else {
+      // A config without targets: its settings apply to the request's own provider selection.
+      const own = this.#headerSelection(ctx)
+      selection = target.customHost === null ? own : { ...own, customHost: target.customHost, hostParam: 'x-gateway-config' }
+    }
+    return this.#send(ctx, route, selection, attempt.rawBody, requestTimeoutMs, target.forwardHeaders)
+  }
+
+  /** Sends one request upstream and turns the response into the reply. */
+  async #send(
+    ctx: RequestContext,
+    route: RouteSpec,
+    selection: Selection,
+    rawBody: Buffer | null,
+    requestTimeoutMs: number | null,
+    configHeaders: readonly string[] | null,
+  ): Promise<Reply | GatewayError> {
+    // Awaited only while a custom host's first check is pending: every await costs the request path an allocation.
+    const resolved = this.#resolveTarget(ctx, route, selection)
+    const target = resolved instanceof Promise ? await resolved : resolved
+    if (target instanceof GatewayError) return target
+    ctx.target = target
 
     const relative = route.upstreamPath ?? ctx.path.slice(3)
     let path = target.basePath + relative
@@ -113,8 +190,8 @@ export class ForwardPlugin implements GatewayPlugin {
         origin: target.origin,
         path,
         method: ctx.method,
-        headers: this.#upstreamHeaders(ctx, target),
-        body: ctx.method === 'GET' ? null : ctx.rawBody,
+        headers: this.#upstreamHeaders(ctx, target, selection, configHeaders),
+        body: ctx.method === 'GET' ? null : rawBody,
         signal: ctx.signal,
         requestTimeoutMs,
         idleTimeoutMs: requestTimeoutMs ?? this.#config.idleTimeoutMs,
@@ -126,18 +203,19 @@ export class ForwardPlugin implements GatewayPlugin {
     return this.#reply(ctx, target, response, requestTimeoutMs)
   }
 
-  onLog(ctx: RequestContext): void {
-    if (ctx.responseTail === null || ctx.status < 200 || ctx.status >= 300 || !USAGE_ROUTES.has((ctx.prompt === null ? ctx.route : ctx.prompt.route).id)) return
-    ctx.usage = extractUsage(ctx.responseTail)
+  /** The selection of a request without a config: its virtual key's credential, else its headers. */
+  #headerSelection(ctx: RequestContext): Selection {
+    const stored = ctx.credential
+    if (stored !== null) {
+      return { provider: stored.provider, apiKey: stored.apiKey ?? '', customHost: stored.customHost ?? undefined, stored: true, providerParam: 'x-gateway-virtual-key', hostParam: 'x-gateway-virtual-key' }
+    }
+    const headers = ctx.headers
+    return { provider: headers['x-gateway-provider'], apiKey: null, customHost: headers['x-gateway-custom-host'], stored: false, providerParam: 'x-gateway-provider', hostParam: 'x-gateway-custom-host' }
   }
 
-  #resolveTarget(ctx: RequestContext, route: RouteSpec): UpstreamTarget | GatewayError | Promise<UpstreamTarget | GatewayError> {
+  #resolveTarget(ctx: RequestContext, route: RouteSpec, selection: Selection): UpstreamTarget | GatewayError | Promise<UpstreamTarget | GatewayError> {
     const headers = ctx.headers
-    const stored = ctx.credential
-    if (headers['x-gateway-config'] !== undefined) {
-      return gatewayError(ERRORS.GW_REQ_PROVIDER_MISSING, 'Configs are not enabled on this gateway: send x-gateway-provider or x-gateway-virtual-key')
-    }
-    const slug = stored === null ? headers['x-gateway-provider'] : stored.provider
+    const slug = selection.provider
     if (slug === undefined || slug.length === 0) {
       if (ctx.prompt !== null) {
         return gatewayError(ERRORS.GW_REQ_PROVIDER_MISSING, "The prompt's virtual key was not resolved: the virtual-key plugin is off on this gateway")
@@ -150,37 +228,36 @@ export class ForwardPlugin implements GatewayPlugin {
     }
     const spec = this.#registry.get(slug)
     if (spec === undefined) {
-      const param = stored === null ? 'x-gateway-provider' : 'x-gateway-virtual-key'
-      return gatewayError(ERRORS.GW_REQ_PROVIDER_UNKNOWN, `Unknown provider "${slug.slice(0, 64)}"`, { param })
+      return gatewayError(ERRORS.GW_REQ_PROVIDER_UNKNOWN, `Unknown provider "${slug.slice(0, 64)}"`, { param: selection.providerParam })
     }
     if (route.group === 'inference' && spec.unsupportedRoutes?.includes(route.id)) {
       return gatewayError(ERRORS.GW_REQ_ROUTE_UNSUPPORTED, `Provider "${slug}" does not support ${route.pattern}`)
     }
 
-    // A stored credential goes only to its own custom host, never the client's (the virtual-key
-    // plugin refuses x-gateway-custom-host next to a virtual key before writing ctx.credential).
-    const customHost = stored === null ? headers['x-gateway-custom-host'] : (stored.customHost ?? undefined)
-    const hostParam = stored === null ? 'x-gateway-custom-host' : 'x-gateway-virtual-key'
+    // A stored credential goes only to its own custom host (or its saved config's), never the
+    // client's (the virtual-key plugin refuses x-gateway-custom-host next to a virtual key, and an
+    // inline config may not pair them).
+    const customHost = selection.customHost
+    const hostParam = selection.hostParam
     if (customHost !== undefined) {
       const targetOf = (check: CustomHostCheck): UpstreamTarget | GatewayError =>
         check.ok
-          ? this.#targetAt(ctx, spec, check)
+          ? this.#targetAt(ctx, spec, check, selection)
           : gatewayError(ERRORS.GW_REQ_CUSTOM_HOST_REFUSED, `The custom host is not allowed: ${check.reason}`, { param: hostParam })
       const check = this.#registry.checkCustomHost(customHost)
       return check instanceof Promise ? check.then(targetOf) : targetOf(check)
     }
     const location = this.#origins.get(slug)
     if (location === undefined) {
-      const fix = stored === null ? 'send x-gateway-custom-host' : "set the virtual key's custom_host"
+      const fix = hostParam === 'x-gateway-custom-host' ? 'send x-gateway-custom-host' : hostParam === 'x-gateway-config' ? "set the config target's custom_host" : "set the virtual key's custom_host"
       return gatewayError(ERRORS.GW_REQ_INVALID, `Provider "${slug}" has no public endpoint: ${fix}`, { param: hostParam })
     }
-    return this.#targetAt(ctx, spec, location)
+    return this.#targetAt(ctx, spec, location, selection)
   }
 
-  /** The target at `location` with the credential: the virtual key's, else the client's `Authorization`. */
-  #targetAt(ctx: RequestContext, spec: ProviderSpec, location: ProviderOrigin): UpstreamTarget {
-    const stored = ctx.credential
-    if (stored !== null) return credentialTarget(spec, location, stored.apiKey ?? '')
+  /** The target at `location` with the credential: the selection's (a virtual key's, a config's), else the client's `Authorization`. */
+  #targetAt(ctx: RequestContext, spec: ProviderSpec, location: ProviderOrigin, selection: Selection): UpstreamTarget {
+    if (selection.apiKey !== null) return credentialTarget(spec, location, selection.apiKey)
     // The Authorization header is the provider key, unless it carries the gateway's own key.
     let authorization = ctx.principal?.credentialHeader === 'authorization' ? undefined : ctx.headers.authorization
     if (authorization !== undefined && carriesCredential(authorization, ctx.gatewayCredential)) authorization = undefined
@@ -200,11 +277,12 @@ export class ForwardPlugin implements GatewayPlugin {
     return value
   }
 
-  #upstreamHeaders(ctx: RequestContext, target: UpstreamTarget): Record<string, string> {
+  #upstreamHeaders(ctx: RequestContext, target: UpstreamTarget, selection: Selection, configHeaders: readonly string[] | null): Record<string, string> {
     const headers: Record<string, string> = {}
     const incoming = ctx.headers
-    // With a virtual key the client's Authorization is not the provider key (or is the gateway's own).
-    const gatewayOwnsAuthorization = ctx.principal?.credentialHeader === 'authorization' || ctx.credential !== null
+    // With a virtual key's or a config's credential the client's Authorization is not the provider
+    // key (or is the gateway's own).
+    const gatewayOwnsAuthorization = ctx.principal?.credentialHeader === 'authorization' || selection.apiKey !== null
     // Whatever header the client repeated the gateway key in (`x-api-key`, `api-key`, ...), it stays here.
     const credential = ctx.gatewayCredential
     if (ctx.route.group === 'passthrough') {
@@ -224,17 +302,18 @@ export class ForwardPlugin implements GatewayPlugin {
       }
     }
     const extra = incoming['x-gateway-forward-headers']
-    if (extra !== undefined) {
-      for (const raw of extra.split(',')) {
-        const name = raw.trim().toLowerCase()
-        if (name.length === 0 || NOT_FORWARDED.has(name) || name.startsWith('x-gateway-')) continue
-        if (name === 'authorization' && gatewayOwnsAuthorization) continue
-        const value = incoming[name]
-        if (value !== undefined && !carriesCredential(value, credential)) headers[name] = value
-      }
-    }
+    if (extra !== undefined) for (const raw of extra.split(',')) this.#forwardNamed(headers, incoming, raw.trim().toLowerCase(), gatewayOwnsAuthorization, credential)
+    if (configHeaders !== null) for (const name of configHeaders) this.#forwardNamed(headers, incoming, name, gatewayOwnsAuthorization, credential)
     for (const [name, value] of target.authHeaders) headers[name] = value
     return headers
+  }
+
+  /** Copies one client header a request or its config asked to forward, unless it is the gateway's own, hop-by-hop or carries the gateway credential. */
+  #forwardNamed(headers: Record<string, string>, incoming: Readonly<Record<string, string>>, name: string, gatewayOwnsAuthorization: boolean, credential: string | null): void {
+    if (name.length === 0 || NOT_FORWARDED.has(name) || name.startsWith('x-gateway-')) return
+    if (name === 'authorization' && gatewayOwnsAuthorization) return
+    const value = incoming[name]
+    if (value !== undefined && !carriesCredential(value, credential)) headers[name] = value
   }
 
   #reply(ctx: RequestContext, target: UpstreamTarget, response: UpstreamResponse, requestTimeoutMs: number | null): Reply | Promise<Reply | GatewayError> {
@@ -334,4 +413,17 @@ function readAll(response: UpstreamResponse, limit: number): Promise<Buffer> {
       reject,
     )
   })
+}
+
+/** `Math.random`, or a seeded generator (mulberry32) so load-balanced picks repeat in tests. */
+function randomSource(seed: number | undefined): () => number {
+  if (seed === undefined) return Math.random
+  let state = seed >>> 0
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0
+    let t = state
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
 }
