@@ -10,7 +10,7 @@ export const budget = definePlugin({
   name: 'budget',
   priority: 600,
   groups: ['inference', 'passthrough'],
-  phases: ['onAccess', 'onLog'],
+  phases: ['onAccess', 'onAttempt', 'onAttemptEnd', 'onLog'],
   requires: ['auth'],
   configSchema: budgetConfigSchema,
   inject: [BudgetAccounts, PriceTable, AdminStore, Clock, Logger],

@@ -1,10 +1,22 @@
 /**
  * budget: `usage_limits` (API.md §6) of the API key, its workspace and the virtual key.
- * Phases: onAccess (priority 600), onLog (settles with the real usage: forward's onLog, the terminal
- * plugin's, ran first and filled `ctx.usage`); start/close (usage pruning).
+ * Phases: onAccess (priority 600), onAttempt / onAttemptEnd (a config target's virtual key, per
+ * upstream attempt: after virtual-key and rate-limit), onLog (settles with the real usage: forward's
+ * onLog, the terminal plugin's, ran first and filled `ctx.usage`); start/close (usage pruning).
  * Reads `ctx.principal.limitSubjects`, `ctx.virtualKey`, `ctx.route`, `ctx.rawBody`/`ctx.body`,
- * `ctx.credential`, and after the reply `ctx.usage`, `ctx.model`, `ctx.target`, `ctx.status`;
- * writes `ctx.budgetHold` (onAccess).
+ * `ctx.credential`, per attempt `attempt.virtualKey`, `attempt.credential`, `attempt.target`,
+ * `attempt.body`/`attempt.rawBody`, and after the reply `ctx.usage`, `ctx.model`, `ctx.target`,
+ * `ctx.status`, `ctx.attempt`, `ctx.attempts`; writes `ctx.budgetHold` (onAccess) and
+ * `attempt.budgetHold` (onAttempt; cleared once settled or released).
+ * Per attempt (a request routed by a config): the API key's and workspace's limits are reserved once,
+ * in onAccess, as for any request; the target's virtual key's limits are reserved for each attempt
+ * it serves, in onAttempt (its own ledger call; the worst case priced for the attempt's provider and
+ * body, `override_params` included), exhausted → 412 for that attempt (the router counts it as a
+ * failed attempt and may fall back to another target). onAttemptEnd releases the reservation (settled
+ * at 0: the attempt is not the reply); the served attempt (`ctx.attempt`) is settled in onLog with the
+ * real cost, as the request's own reservation is. An attempt still holding a reservation in onLog that
+ * was not the reply (the router gave up on it without ending it) is released there. A served cache
+ * hit (`cacheStatus` `HIT`) costs nothing: the request's and the attempt's reservations settle at 0.
  * I/O: one ledger call per request before forwarding (Redis: one Lua script, which also checks the
  * rate limits staged by the rate-limit plugin in `ctx.rateLimitClaim`), plus a seeding round
  * trip to the usage store the first time a counter is used after a restart or a Redis flush; after
@@ -25,8 +37,8 @@
  */
 import { randomUUID } from 'node:crypto'
 import { costNanoUsd, worstCaseNanoUsd, type BudgetHold, type BudgetHoldItem, type PriceTable } from '../../core/budgets.js'
-import type { JsonObject, Principal, RequestContext } from '../../core/context.js'
-import { ERRORS, gatewayError, type GatewayError } from '../../core/errors.js'
+import type { Attempt, JsonObject, Principal, RequestContext, Usage } from '../../core/context.js'
+import { ERRORS, gatewayError, GatewayError } from '../../core/errors.js'
 import { hasUsageLimits, type LimitSubject, type RateLimitClaim } from '../../core/limits.js'
 import type { GatewayPlugin } from '../../core/plugin.js'
 import type { AdminStore } from '../../core/ports.js'
@@ -51,6 +63,9 @@ export interface BudgetStats {
   /** Requests whose model has no price (charged 0 on cost limits). */
   readonly unpricedRequests: number
 }
+
+/** An attempt reserves for its virtual key only (the request's own subjects reserved in onAccess). */
+const NO_SUBJECTS: readonly LimitSubject[] = []
 
 /** Distinct unpriced models logged at debug level before the log goes quiet. */
 const LOGGED_UNPRICED_LIMIT = 1_000
@@ -92,17 +107,61 @@ export class BudgetPlugin implements GatewayPlugin {
     // The same test the rate-limit plugin uses to stage its claim for this call: they must agree.
     if (!hasUsageLimits(ctx)) return undefined
     const principal = ctx.principal as Principal
-    const virtualKey = ctx.virtualKey
+    const provider = ctx.credential?.provider ?? ctx.headers['x-gateway-provider'] ?? null
+    const hold = await this.#reserve(principal, principal.limitSubjects, ctx.virtualKey, ctx, provider, ctx.rateLimitClaim)
+    if (hold instanceof GatewayError) return hold
+    ctx.budgetHold = hold
+    return undefined
+  }
 
+  /** The target's virtual key's usage limits for one attempt of a config-routed request. */
+  onAttempt(ctx: RequestContext, attempt: Attempt): GatewayError | undefined | Promise<GatewayError | undefined> {
+    const virtualKey = attempt.virtualKey
+    const principal = ctx.principal
+    // As `hasUsageLimits`, for the attempt's one subject.
+    if (virtualKey === null || virtualKey.usageLimits.length === 0 || principal === null || ctx.method === 'GET') return undefined
+    return this.#reserveForAttempt(ctx, attempt, principal, virtualKey)
+  }
+
+  async #reserveForAttempt(ctx: RequestContext, attempt: Attempt, principal: Principal, virtualKey: LimitSubject): Promise<GatewayError | undefined> {
+    // What this attempt sends: the request body with the target's override_params.
+    const sent = { route: ctx.route, rawBody: attempt.rawBody ?? ctx.rawBody, body: attempt.body ?? ctx.body }
+    const provider = attempt.credential?.provider ?? attempt.target.provider
+    const hold = await this.#reserve(principal, NO_SUBJECTS, virtualKey, sent, provider, null)
+    if (hold instanceof GatewayError) return hold
+    attempt.budgetHold = hold
+    return undefined
+  }
+
+  /** Not the reply: the reservation is released (settled at 0). */
+  onAttemptEnd(ctx: RequestContext, attempt: Attempt): void {
+    const hold = attempt.budgetHold
+    if (hold === null) return
+    attempt.budgetHold = null
+    this.#track(this.#settle(ctx, hold, hold.items.map(() => 0)))
+  }
+
+  /**
+   * Reserves the worst case of `request` on every usage limit of `subjects` and `virtualKey` at once
+   * (with the rate-limit buckets staged in `claim`, when given), or the refusal.
+   */
+  async #reserve(
+    principal: Principal,
+    subjects: readonly LimitSubject[],
+    virtualKey: LimitSubject | null,
+    request: Pick<RequestContext, 'route' | 'rawBody' | 'body'>,
+    provider: string | null,
+    claim: RateLimitClaim | null,
+  ): Promise<BudgetHold | GatewayError> {
     const now = this.#clock.now()
     const workspaceId = principal.workspaceId ?? principal.organisationId
-    const estimate = estimateRequest(ctx, this.#config.defaultMaxOutputTokens)
+    const estimate = estimateRequest(request, this.#config.defaultMaxOutputTokens)
     let worstCost: number | null = null
     const items: BudgetHoldItem[] = []
     const add = (subject: LimitSubject): void => {
       subject.usageLimits.forEach((rule, index) => {
         const plan = this.#book.plan(subject, workspaceId, index, rule, now)
-        const amount = rule.type === 'tokens' ? estimate.promptTokens + estimate.maxOutputTokens : (worstCost ??= this.#worstCost(ctx, estimate))
+        const amount = rule.type === 'tokens' ? estimate.promptTokens + estimate.maxOutputTokens : (worstCost ??= this.#worstCost(provider, estimate))
         items.push({
           counter: plan.counter,
           amount,
@@ -113,10 +172,9 @@ export class BudgetPlugin implements GatewayPlugin {
         })
       })
     }
-    for (const subject of principal.limitSubjects) add(subject)
+    for (const subject of subjects) add(subject)
     if (virtualKey !== null) add(virtualKey)
 
-    const claim = ctx.rateLimitClaim
     let decision
     try {
       decision = await this.#book.reserve(items, now, claim === null ? [] : claim.acquires)
@@ -127,15 +185,26 @@ export class BudgetPlugin implements GatewayPlugin {
     if (decision.kind === 'rate-limited') return (claim as RateLimitClaim).refusal(decision.index, decision.retryAfterMs)
     if (decision.kind === 'refused') return exhaustedError(items[decision.index] as BudgetHoldItem, decision.used)
     if (decision.kind !== 'reserved') return gatewayError(ERRORS.GW_BUDGET_UNAVAILABLE)
-    ctx.budgetHold = { items, lease: decision.lease, workspaceId }
-    return undefined
+    return { items, lease: decision.lease, workspaceId }
   }
 
   /** `ctx.usage` is final here: the terminal plugin's onLog (forward's) ran first (core/plugin.ts). */
   onLog(ctx: RequestContext): void {
-    if (ctx.budgetHold === null) return
+    const hold = ctx.budgetHold
+    const attempts = ctx.attempts
+    if (hold === null && attempts === null) return
     try {
-      this.#afterReply(ctx)
+      let served: BudgetHold | null = null
+      if (attempts !== null) {
+        for (const attempt of attempts) {
+          const attemptHold = attempt.budgetHold
+          if (attemptHold === null) continue
+          attempt.budgetHold = null
+          if (attempt === ctx.attempt) served = attemptHold
+          else this.#track(this.#settle(ctx, attemptHold, attemptHold.items.map(() => 0)))
+        }
+      }
+      if (hold !== null || served !== null) this.#afterReply(ctx, hold, served)
     } catch (error) {
       this.#logger.error({ err: error, requestId: ctx.requestId }, 'budget settlement failed')
     }
@@ -176,32 +245,28 @@ export class BudgetPlugin implements GatewayPlugin {
     while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight])
   }
 
-  #worstCost(ctx: RequestContext, estimate: RequestEstimate): number {
+  #worstCost(provider: string | null, estimate: RequestEstimate): number {
     if (estimate.model === null) return 0
-    const provider = ctx.credential?.provider ?? ctx.headers['x-gateway-provider'] ?? null
     const price = this.#prices.find(provider, estimate.model)
     return price === null ? 0 : worstCaseNanoUsd(price, estimate.promptTokens, estimate.maxOutputTokens)
   }
 
-  #afterReply(ctx: RequestContext): void {
-    const hold = ctx.budgetHold
-    if (hold === null) return
-    const usage = ctx.usage
-    const target = ctx.target
+  /** Settles the request's hold and the served attempt's (either may be `null`) with the real amounts of the reply. */
+  #afterReply(ctx: RequestContext, requestHold: BudgetHold | null, attemptHold: BudgetHold | null): void {
+    // A reply from the response cache reached no provider: it costs nothing.
+    const hit = ctx.attempt !== null && ctx.attempt.cacheStatus === 'HIT'
+    const usage = hit ? null : ctx.usage
+    const target = hit ? null : ctx.target
     let cost: number | null = null
     if (usage !== null && target !== null) {
-      const model = ctx.model ?? modelOf(ctx.body)
+      const model = ctx.model ?? modelOf(ctx.attempt?.body ?? ctx.body)
       const price = model === null ? null : this.#prices.find(target.provider, model)
       if (price === null) this.#countUnpriced(target.provider, model)
       else cost = costNanoUsd(price, usage)
     }
     const answered = target !== null && ctx.status >= 200 && ctx.status < 300
-    const actuals = hold.items.map((item) => {
-      if (!answered) return 0
-      if (usage === null) return item.amount
-      return item.unit === 'tokens' ? usage.totalTokens : (cost ?? 0)
-    })
-    this.#track(this.#settle(ctx, hold, actuals))
+    if (requestHold !== null) this.#track(this.#settle(ctx, requestHold, actualsOf(requestHold, answered, usage, cost)))
+    if (attemptHold !== null) this.#track(this.#settle(ctx, attemptHold, actualsOf(attemptHold, answered, usage, cost)))
   }
 
   async #settle(ctx: RequestContext, hold: BudgetHold, actuals: readonly number[]): Promise<void> {
@@ -291,6 +356,18 @@ export class BudgetPlugin implements GatewayPlugin {
     const done = (): void => void this.#inFlight.delete(work)
     work.then(done, done)
   }
+}
+
+/**
+ * What each counter of `hold` is charged for the reply: nothing when no provider answered
+ * successfully; the reservation itself when the reply reported no usage (the real use is unknown).
+ */
+function actualsOf(hold: BudgetHold, answered: boolean, usage: Usage | null, cost: number | null): number[] {
+  return hold.items.map((item) => {
+    if (!answered) return 0
+    if (usage === null) return item.amount
+    return item.unit === 'tokens' ? usage.totalTokens : (cost ?? 0)
+  })
 }
 
 /** 412 naming the entity (its label is already masked). */

@@ -9,7 +9,7 @@ export const rateLimit = definePlugin({
   name: 'rate-limit',
   priority: 700,
   groups: ['inference', 'passthrough'],
-  phases: ['onAccess', 'onLog'],
+  phases: ['onAccess', 'onAttempt', 'onAttemptEnd', 'onLog'],
   configSchema: rateLimitConfigSchema,
   inject: [RateLimiter, Clock, Logger, LimitCoordination],
   create: (config, [limiter, clock, logger, coordination]) => new RateLimitPlugin(config, limiter, clock, logger, coordination),

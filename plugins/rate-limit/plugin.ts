@@ -1,10 +1,23 @@
 /**
  * rate-limit: `rate_limits` of the API key, its workspace and the virtual key (API.md §6).
  * Phases: onAccess (priority 700: after auth, scope-check and virtual-key, before budget; the body is
- * parsed, so `tokens` rules see `max_tokens`), onLog (charges the real token usage; it runs after
- * forward's onLog filled `ctx.usage`, the terminal plugin's onLog running first).
+ * parsed, so `tokens` rules see `max_tokens`), onAttempt / onAttemptEnd (a config target's virtual
+ * key, per upstream attempt: after virtual-key resolved it, before budget), onLog (charges the real
+ * token usage; it runs after forward's onLog filled `ctx.usage`, the terminal plugin's onLog running
+ * first).
  * Reads `ctx.principal.limitSubjects`, `ctx.virtualKey`, `ctx.body` (or `ctx.rawBody` on
- * pass-through), `ctx.usage`, `ctx.target`; writes `ctx.rateLimitHold` and `ctx.rateLimitClaim`.
+ * pass-through), `ctx.usage`, `ctx.target`, `ctx.attempt`; per attempt `attempt.virtualKey`,
+ * `attempt.body` (or `attempt.rawBody`); writes `ctx.rateLimitHold`, `ctx.rateLimitClaim` and
+ * `attempt.rateLimitHold`.
+ * Per attempt (a request routed by a config): the API key's and workspace's buckets are taken once,
+ * in onAccess, as for any request; the target's virtual key's buckets are taken for each attempt it
+ * serves, in onAttempt, with its own limiter call (the `LimitCoordination` handshake covers the
+ * request-level call only), refused → 429 for that attempt (the router counts it as a failed attempt
+ * and may fall back to another target). onAttemptEnd drops the attempt's hold: an attempt that is
+ * not the reply used no tokens, so its `tokens` buckets are charged nothing (its `requests` take
+ * stays: the attempt was made). The served attempt (`ctx.attempt`) is charged the real usage in
+ * onLog with the request's buckets, in the same limiter call; a cache hit reports no usage and is
+ * charged no tokens.
  * Without auth (no principal) there is nothing to limit and every request passes.
  * Rules: one token bucket per (entity, rule), capacity `value`, refilled over the unit's window.
  * `requests` rules take 1; `tokens` rules need `max_tokens` (or `max_completion_tokens`, default 1)
@@ -21,7 +34,7 @@
  * pass, `closed` answers 503 `GW_RATE_LIMIT_UNAVAILABLE`; a failed charge is dropped. Every failure
  * is counted (`stats()`) and logged at warn (at most one line per 10 s, with the count).
  */
-import type { RequestContext } from '../../core/context.js'
+import type { Attempt, JsonObject, RequestContext, Usage } from '../../core/context.js'
 import { ERRORS, gatewayError, type GatewayError } from '../../core/errors.js'
 import {
   hasUsageLimits,
@@ -29,6 +42,7 @@ import {
   type BucketSpec,
   type LimitCoordination,
   type LimitSubject,
+  type RateLimitHold,
 } from '../../core/limits.js'
 import type { GatewayPlugin } from '../../core/plugin.js'
 import type { RateLimitDecision, RateLimiter } from '../../core/rate-limits.js'
@@ -152,15 +166,72 @@ export class RateLimitPlugin implements GatewayPlugin {
     })
   }
 
+  /** The target's virtual key's buckets for one attempt of a config-routed request. */
+  onAttempt(ctx: RequestContext, attempt: Attempt): GatewayError | undefined | Promise<GatewayError | undefined> {
+    const virtualKey = attempt.virtualKey
+    const principal = ctx.principal
+    if (virtualKey === null || virtualKey.rateLimits.length === 0 || principal === null) return undefined
+    // The virtual key belongs to the caller's workspace (virtual-key checked it): the request's hash tag.
+    const rules = this.#rulesOf(virtualKey, principal.workspaceId ?? principal.keyId)
+    const body: JsonObject | null = attempt.body ?? ctx.body
+    let estimate = 0
+    const requests: BucketAcquire[] = new Array(rules.length)
+    let tokenBuckets: BucketSpec[] | null = null
+    for (let i = 0; i < rules.length; i++) {
+      const rule = rules[i] as CompiledRule
+      if (rule.type === 'requests') {
+        requests[i] = { bucket: rule.bucket, take: 1, require: 0 }
+      } else {
+        if (estimate === 0) estimate = body !== null ? tokenEstimate(body) : tokenEstimateOfRaw(attempt.rawBody ?? ctx.rawBody, ctx.headers['content-type'])
+        requests[i] = { bucket: rule.bucket, take: 0, require: estimate }
+        ;(tokenBuckets ??= []).push(rule.bucket)
+      }
+    }
+    return this.#acquireForAttempt(attempt, rules, requests, tokenBuckets, estimate)
+  }
+
+  async #acquireForAttempt(
+    attempt: Attempt,
+    rules: readonly CompiledRule[],
+    requests: readonly BucketAcquire[],
+    tokenBuckets: BucketSpec[] | null,
+    estimate: number,
+  ): Promise<GatewayError | undefined> {
+    let decision: RateLimitDecision
+    try {
+      decision = await this.#limiter.acquire(requests, this.#clock.now())
+    } catch (error) {
+      this.#acquireErrors++
+      this.#noteFailure('acquire', error)
+      return this.#failClosed ? gatewayError(ERRORS.GW_RATE_LIMIT_UNAVAILABLE) : undefined
+    }
+    if (!decision.allowed) return this.#refuse(rules[decision.index] as CompiledRule, estimate, decision.retryAfterMs)
+    if (tokenBuckets !== null) attempt.rateLimitHold = { tokenBuckets }
+    return undefined
+  }
+
+  /** Not the reply: no tokens were used, so the `tokens` buckets are charged nothing. */
+  onAttemptEnd(_ctx: RequestContext, attempt: Attempt): void {
+    attempt.rateLimitHold = null
+  }
+
   /** `ctx.usage` is final here: the terminal plugin's onLog (forward's) ran first (core/plugin.ts). */
   onLog(ctx: RequestContext): void {
     const hold = ctx.rateLimitHold
+    const attempt = ctx.attempt
+    const attemptHold = attempt === null ? null : attempt.rateLimitHold
+    if (hold === null && attemptHold === null) return
     const usage = ctx.usage
     // No provider call (a cache hit, an error before forwarding) or no reported usage: nothing to charge.
-    if (hold === null || usage === null || ctx.target === null || !(usage.totalTokens > 0)) return
+    if (usage === null || ctx.target === null || !(usage.totalTokens > 0) || attempt?.cacheStatus === 'HIT') return
+    this.#charge(hold === null ? (attemptHold as RateLimitHold).tokenBuckets : attemptHold === null ? hold.tokenBuckets : [...hold.tokenBuckets, ...attemptHold.tokenBuckets], usage)
+  }
+
+  /** One limiter call for every bucket of the request (one hash tag: the caller's workspace). */
+  #charge(buckets: readonly BucketSpec[], usage: Usage): void {
     const amount = usage.totalTokens
     this.#limiter
-      .charge(hold.tokenBuckets.map((bucket) => ({ bucket, amount })), this.#clock.now())
+      .charge(buckets.map((bucket) => ({ bucket, amount })), this.#clock.now())
       .catch((error: unknown) => {
         this.#chargeErrors++
         this.#noteFailure('charge', error)

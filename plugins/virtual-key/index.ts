@@ -8,7 +8,7 @@ export const virtualKey = definePlugin({
   name: 'virtual-key',
   priority: 800,
   groups: ['inference', 'passthrough'],
-  phases: ['onRequest'],
+  phases: ['onRequest', 'onAttempt'],
   requires: ['auth'],
   configSchema: virtualKeyConfigSchema,
   inject: [AdminStore, SecretCipher, ChangeNotifier, Clock, Logger],

@@ -1,30 +1,42 @@
 /**
- * virtual-key: resolves `x-gateway-virtual-key: <slug>` to the provider credential stored under it.
- * Phases: onRequest (priority 800: after auth and scope-check, before rate-limit and budget);
- * start (subscriptions, master key check).
+ * virtual-key: resolves `x-gateway-virtual-key: <slug>`, and each config target's `virtual_key`, to
+ * the provider credential stored under it.
+ * Phases: onRequest (priority 800: after auth and scope-check, before routing, rate-limit and
+ * budget); onAttempt (priority 800, first of the attempt hooks: a config target's virtual key, per
+ * upstream attempt); start (subscriptions, master key check).
  * Reads `ctx.principal`, `ctx.headers`, `ctx.prompt` (a prompt template's virtual key, written by
- * prompt-render at priority 850, is resolved in place of the header); writes `ctx.credential` (provider, decrypted key, custom
- * host, model config: forward uses it instead of the provider headers) and `ctx.virtualKey` (the
- * key's rate and usage limits).
+ * prompt-render at priority 850, is resolved in place of the header), and per attempt
+ * `attempt.target.virtualKey` and `ctx.credential`; writes `ctx.credential` (provider, decrypted
+ * key, custom host, model config: forward uses it instead of the provider headers) and
+ * `ctx.virtualKey` (the key's rate and usage limits), and per attempt `attempt.credential` and `attempt.virtualKey` (the same, for that
+ * attempt only: rate-limit and budget check that key's limits for the attempt it serves).
  * I/O: admin store lookups by slug (or UUID) within the caller's organisation, through an
  * in-process cache filled on first use (core/read-through-cache.ts: bounded by `maxCacheEntries`,
  * fresh for `cacheTtlMs`, unknown slugs for `negativeCacheTtlMs`, one lookup per slug in flight)
  * and evicted by `virtual-keys` and `workspaces` change notifications (`*` clears it); a lookup
  * still running when one arrives is neither cached nor shared with later requests. Provider keys
- * are decrypted once per cache fill; several keys are used in turn (round robin).
+ * are decrypted once per cache fill; several keys are used in turn (round robin). The header, a
+ * prompt's key and a config target's key share the cache, the rules and the round robin.
  * A request that also sends `x-gateway-custom-host` is refused (400 GW_REQ_INVALID, before any
  * lookup): the stored provider key goes only to its provider's endpoint or the key's own
- * `custom_host`, and silently ignoring the header would hide that from the client.
+ * `custom_host`, and silently ignoring the header would hide that from the client. A config next
+ * to `x-gateway-virtual-key`, `x-gateway-custom-host` or a prompt is refused by the routing plugin in
+ * its onRequest (priority 790), before anything is counted, and a default config does not apply to a
+ * request that names its own virtual key; onAttempt still refuses an attempt when the request already
+ * holds a credential (`ctx.credential`: 400 GW_REQ_INVALID naming the fix, the virtual key goes in
+ * the config's target), so a request is never limited and charged under two virtual keys.
  * Failure policy: fails closed. Unknown slug, or a key of another workspace → 404
  * GW_VIRTUAL_KEY_NOT_FOUND (never revealed); expired → 401 GW_VIRTUAL_KEY_EXPIRED; store
  * unreachable and nothing cached → 503 GW_VIRTUAL_KEY_UNAVAILABLE (a stale cached key is used while
- * it is unreachable); a credential the master key cannot open → 500 (logged, not cached).
+ * it is unreachable); a credential the master key cannot open → 500 (logged, not cached). On an
+ * attempt these refuse the attempt only (the router counts it as failed with that status and may
+ * fall back); the 404 names the target (`param` `config.targets[1].virtual_key`).
  * Start: when the store holds a sealed secret the master key cannot open, boot fails: running on
  * would answer every virtual key with an error, and new keys would be sealed under a second key.
  */
 import type { VirtualKeyRecord } from '../../core/admin-records.js'
 import { CHANGE_CHANNELS } from '../../core/channels.js'
-import type { Principal, ProviderCredential, RequestContext } from '../../core/context.js'
+import type { Attempt, Principal, ProviderCredential, RequestContext } from '../../core/context.js'
 import { ERRORS, gatewayError, GatewayError } from '../../core/errors.js'
 import type { LimitSubject } from '../../core/limits.js'
 import type { GatewayPlugin } from '../../core/plugin.js'
@@ -39,6 +51,25 @@ const CUSTOM_HOST_WITH_VIRTUAL_KEY = gatewayError(
   "x-gateway-custom-host cannot be combined with x-gateway-virtual-key: the virtual key's provider key goes only to its provider or to the key's own custom_host. Drop the header, or set the virtual key's custom_host through the Admin API (PUT /v1/virtual-keys/{id} with custom_host and key)",
   { param: 'x-gateway-custom-host' },
 )
+
+/**
+ * With a config the targets choose the provider: a credential the request already holds would be
+ * counted and charged for attempts the config routes elsewhere, so it is refused rather than ignored.
+ */
+const VIRTUAL_KEY_WITH_CONFIG = gatewayError(
+  ERRORS.GW_REQ_INVALID,
+  'A request that names its own virtual key (x-gateway-virtual-key, or a prompt template\'s) cannot also be routed by a config: the config\'s targets choose the provider. Put the virtual key in the config\'s target ("virtual_key": "<slug>") and drop the header, or send the request without a config',
+  { param: 'x-gateway-virtual-key' },
+)
+
+/** `param` of the 404 for the header (and a prompt's key, which stands in for it). */
+const HEADER_PARAM = 'x-gateway-virtual-key'
+
+/** Where a resolved key goes: the request (`ctx`) or one attempt of it; both declare these slots. */
+interface CredentialSlots {
+  credential: ProviderCredential | null
+  virtualKey: LimitSubject | null
+}
 
 /** Slugs are short; anything longer is unknown without asking the store. */
 const MAX_SLUG_LENGTH = 200
@@ -108,17 +139,29 @@ export class VirtualKeyPlugin implements GatewayPlugin {
     const slug = ctx.prompt?.virtualKey ?? ctx.headers['x-gateway-virtual-key']
     if (slug === undefined) return undefined
     if (ctx.headers['x-gateway-custom-host'] !== undefined) return CUSTOM_HOST_WITH_VIRTUAL_KEY
-    const principal = ctx.principal
-    if (principal === null || slug.length === 0 || slug.length > MAX_SLUG_LENGTH) return notFound(slug)
+    return this.#resolve(ctx, ctx.principal, slug, HEADER_PARAM)
+  }
+
+  /** A config target's virtual key, for this attempt only (`ctx.credential` stays `null`). */
+  onAttempt(ctx: RequestContext, attempt: Attempt): GatewayError | undefined | Promise<GatewayError | undefined> {
+    if (ctx.credential !== null) return VIRTUAL_KEY_WITH_CONFIG
+    const slug = attempt.target.virtualKey
+    if (slug === null) return undefined
+    return this.#resolve(attempt, ctx.principal, slug, `${attempt.target.path}.virtual_key`)
+  }
+
+  /** Resolves `slug` for `principal` into `slots`: from the cache, else one store lookup. */
+  #resolve(slots: CredentialSlots, principal: Principal | null, slug: string, param: string): GatewayError | undefined | Promise<GatewayError | undefined> {
+    if (principal === null || slug.length === 0 || slug.length > MAX_SLUG_LENGTH) return notFound(slug, param)
     const cacheKey = `${principal.organisationId}\n${slug}`
     const cached = this.#cache.get(cacheKey, this.#clock.now())
     // Errors are never cached; the check only narrows the type.
-    if (cached !== undefined && !(cached instanceof GatewayError)) return this.#admit(ctx, cached, principal, slug)
-    return this.#lookup(ctx, principal, slug, cacheKey)
+    if (cached !== undefined && !(cached instanceof GatewayError)) return this.#admit(slots, cached, principal, slug, param)
+    return this.#lookup(slots, principal, slug, cacheKey, param)
   }
 
   /** A miss: the store lookup (shared; a stale entry while the store is unreachable), else 503. */
-  async #lookup(ctx: RequestContext, principal: Principal, slug: string, cacheKey: string): Promise<GatewayError | undefined> {
+  async #lookup(slots: CredentialSlots, principal: Principal, slug: string, cacheKey: string, param: string): Promise<GatewayError | undefined> {
     let lookup: Lookup
     try {
       lookup = await this.#cache.load(cacheKey, () => this.#fill(principal.organisationId, slug))
@@ -127,7 +170,7 @@ export class VirtualKeyPlugin implements GatewayPlugin {
       return gatewayError(ERRORS.GW_VIRTUAL_KEY_UNAVAILABLE)
     }
     if (lookup instanceof GatewayError) return lookup
-    return this.#admit(ctx, lookup, principal, slug)
+    return this.#admit(slots, lookup, principal, slug, param)
   }
 
   /** One store lookup (rejects when the store is unreachable), with the credentials decrypted. */
@@ -163,18 +206,18 @@ export class VirtualKeyPlugin implements GatewayPlugin {
     return keys.map((apiKey) => ({ virtualKeySlug: record.slug, provider: record.provider, apiKey, customHost: record.customHost, modelConfig }))
   }
 
-  #admit(ctx: RequestContext, entry: Entry, principal: Principal, slug: string): GatewayError | undefined {
+  #admit(slots: CredentialSlots, entry: Entry, principal: Principal, slug: string, param: string): GatewayError | undefined {
     const record = entry.record
     // Another workspace's key is reported exactly like an unknown one.
-    if (record === null || principal.workspaceId === null || record.workspaceId !== principal.workspaceId) return notFound(slug)
+    if (record === null || principal.workspaceId === null || record.workspaceId !== principal.workspaceId) return notFound(slug, param)
     if (entry.expiresAtMs <= this.#clock.now() || record.status === 'expired') {
       return gatewayError(ERRORS.GW_VIRTUAL_KEY_EXPIRED, `The virtual key ${record.slug} has expired`)
     }
     const credentials = entry.credentials
     const index = entry.cursor
     entry.cursor = index + 1 >= credentials.length ? 0 : index + 1
-    ctx.credential = credentials[index] as ProviderCredential
-    ctx.virtualKey = entry.subject
+    slots.credential = credentials[index] as ProviderCredential
+    slots.virtualKey = entry.subject
     return undefined
   }
 
@@ -193,6 +236,6 @@ export class VirtualKeyPlugin implements GatewayPlugin {
   }
 }
 
-function notFound(slug: string): GatewayError {
-  return gatewayError(ERRORS.GW_VIRTUAL_KEY_NOT_FOUND, `Virtual key "${slug.slice(0, MAX_SLUG_LENGTH)}" not found`, { param: 'x-gateway-virtual-key' })
+function notFound(slug: string, param: string): GatewayError {
+  return gatewayError(ERRORS.GW_VIRTUAL_KEY_NOT_FOUND, `Virtual key "${slug.slice(0, MAX_SLUG_LENGTH)}" not found`, { param })
 }

@@ -134,8 +134,13 @@ async function finish(plugin: RateLimitPlugin, ctx: RequestContext, totalTokens:
 }
 
 describe('rate-limit plugin definition', () => {
-  it('runs at 700 on the data plane, onAccess and onLog, with failMode open by default', () => {
-    expect(rateLimit).toMatchObject({ name: 'rate-limit', priority: 700, groups: ['inference', 'passthrough'], phases: ['onAccess', 'onLog'] })
+  it('runs at 700 on the data plane, onAccess, onAttempt, onAttemptEnd and onLog, with failMode open by default', () => {
+    expect(rateLimit).toMatchObject({
+      name: 'rate-limit',
+      priority: 700,
+      groups: ['inference', 'passthrough'],
+      phases: ['onAccess', 'onAttempt', 'onAttemptEnd', 'onLog'],
+    })
     expect(rateLimitConfigSchema.parse({})).toEqual({ failMode: 'open' })
     expect(rateLimitConfigSchema.safeParse({ failMode: 'maybe' }).success).toBe(false)
     expect(rateLimitConfigSchema.safeParse({ other: 1 }).success).toBe(false)
