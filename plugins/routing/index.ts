@@ -6,7 +6,7 @@ import { RoutingPlugin } from './plugin.js'
 
 export const routing = definePlugin({
   name: 'routing',
-  priority: 790,
+  priority: 820,
   groups: ['inference', 'passthrough'],
   phases: ['onRequest'],
   requires: ['auth'],

@@ -1,8 +1,9 @@
 /**
  * routing: resolves the config a request is routed by (API.md §4) into `ctx.routing`; forward's
  * router then tries its targets (plugins/forward/router.ts).
- * Phases: onRequest (priority 790: after auth, scope-check and virtual-key, before rate-limit, so
- * a bad config is refused before anything is counted); start (subscriptions).
+ * Phases: onRequest (priority 820: after auth, scope-check and prompt-render, before virtual-key, so
+ * a config next to `x-gateway-virtual-key` is refused before the key is looked up, and before
+ * rate-limit, so a bad config is refused before anything is counted); start (subscriptions).
  * Reads `ctx.principal` (workspace, `defaultConfig`), `ctx.prompt`, headers `x-gateway-config`,
  * `x-gateway-virtual-key`, `x-gateway-provider`, `x-gateway-custom-host`; writes `ctx.routing`.
  * Where the config comes from:

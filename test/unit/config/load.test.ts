@@ -25,7 +25,7 @@ describe('loadConfig', () => {
   it('uses the defaults: every plugin listed, port 8787, ./data', () => {
     const { config, environment } = loadConfig({})
     expect(config.server.port).toBe(8787)
-    expect(Object.keys(config.plugins).sort()).toEqual(['admin-api', 'audit', 'auth', 'budget', 'cache', 'forward', 'log', 'prompt-render', 'rate-limit', 'scope-check', 'virtual-key'])
+    expect(Object.keys(config.plugins).sort()).toEqual(['admin-api', 'audit', 'auth', 'budget', 'cache', 'forward', 'log', 'prompt-render', 'rate-limit', 'routing', 'scope-check', 'virtual-key'])
     expect(environment.dataDir).toBe('./data')
     expect(environment.allowedCustomHosts).toEqual([])
     expect(config.embedded.memoryLimitMb).toBe(128)
