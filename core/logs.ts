@@ -63,7 +63,7 @@ export interface LogRecord {
   readonly apiKeyId: string | null
   /** The end user: the `_user` metadata value. */
   readonly user: string | null
-  /** Virtual key slug. */
+  /** Virtual key slug; for a config-routed request, that of the attempt the answer came from (see `fallbackIndex`). */
   readonly virtualKey: string | null
   /**
    * The saved config's slug the request was routed by; `null` without a config and for an inline
@@ -97,9 +97,9 @@ export interface LogRecord {
   /** Attempts beyond the first (retries and fallbacks). */
   readonly retryCount: number
   /**
-   * Config-routed requests: how many targets the router moved past before the one that answered
-   * (0: the first target tried answered, after any retries); `null` without a config or when no
-   * attempt answered.
+   * Config-routed requests: how many targets the router moved past before the one the answer came
+   * from (the served attempt, else the last one; 0: the first target tried, after any retries);
+   * `null` without a config or without attempts.
    */
   readonly fallbackIndex: number | null
   /** Catalogue code of the gateway error (`GW_...`), or `null`. */

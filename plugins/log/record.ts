@@ -91,37 +91,47 @@ export function logAttempts(ctx: RequestContext, attempts: readonly Attempt[]): 
 }
 
 /**
- * How many targets the router moved past before `served`'s: every target's first try has
- * `retry` 0, and a fallback never returns to a target it left.
+ * How many targets the router moved past before `answering`'s: every target's first try has
+ * `retry` 0, and the router never returns to a target it left.
  */
-export function fallbackIndexOf(attempts: readonly Attempt[], served: Attempt): number | null {
-  const position = attempts.indexOf(served)
+export function fallbackIndexOf(attempts: readonly Attempt[], answering: Attempt): number | null {
+  const position = attempts.indexOf(answering)
   if (position < 0) return null
   let targets = 0
   for (let index = 0; index <= position; index += 1) if ((attempts[index] as Attempt).retry === 0) targets += 1
   return Math.max(0, targets - 1)
 }
 
-/** The served attempt's model when its body names one (`override_params` may change it), else the request's. */
-function servedModel(ctx: RequestContext, served: Attempt): string | null {
-  const model = served.body?.model
+/** The attempt's model when its body names one (`override_params` may change it), else the request's. */
+function attemptModel(ctx: RequestContext, attempt: Attempt): string | null {
+  const model = attempt.body?.model
   return typeof model === 'string' ? model : ctx.model
 }
 
 /**
+ * The attempt the client's answer came from: the served one, else (every attempt failed or was
+ * refused) the last one, whose reply or error went out with its `x-gateway-last-used-option-index`.
+ */
+function answeringAttempt(ctx: RequestContext): Attempt | null {
+  if (ctx.attempt !== null) return ctx.attempt
+  const attempts = ctx.attempts
+  return attempts === null || attempts.length === 0 ? null : (attempts[attempts.length - 1] as Attempt)
+}
+
+/**
  * The request's record. For a config-routed request it also carries the config's slug and
- * version and every attempt, and the virtual key, provider, model (hence cost) and cache status
- * are the served attempt's (the one whose reply went to the client). Without a config
- * (`ctx.routing`, `ctx.attempts` and `ctx.attempt` all `null`) that costs a few null checks.
+ * version and every attempt, and the virtual key, provider, model (hence cost), cache status and
+ * fallback index are those of the attempt the answer came from (`answeringAttempt`). Without a
+ * config (`ctx.routing`, `ctx.attempts` and `ctx.attempt` all `null`) that costs a few null checks.
  */
 export function toLogRecord(ctx: RequestContext, options: RecordOptions): LogRecord {
   const endedAt = ctx.endedAt ?? ctx.startedAt
   const metadata = recordMetadata(ctx, options.maxMetadataBytes)
   const routing = ctx.routing
   const attempts = ctx.attempts
-  const served = ctx.attempt
-  const provider = served === null ? (ctx.target?.provider ?? null) : attemptProvider(ctx, served)
-  const model = served === null ? ctx.model : servedModel(ctx, served)
+  const answering = routing === null ? null : answeringAttempt(ctx)
+  const provider = answering === null ? (ctx.target?.provider ?? null) : attemptProvider(ctx, answering)
+  const model = answering === null ? ctx.model : attemptModel(ctx, answering)
   const usage = ctx.usage
   const error = ctx.error
   const maxBodyBytes = options.maxBodyBytes
@@ -135,7 +145,7 @@ export function toLogRecord(ctx: RequestContext, options: RecordOptions): LogRec
     // A JWT's keyId is the token's subject, not an API key id.
     apiKeyId: ctx.principal?.kind === 'api-key' ? ctx.principal.keyId : null,
     user: metadata?._user ?? null,
-    virtualKey: served === null ? (ctx.credential?.virtualKeySlug ?? null) : (served.credential?.virtualKeySlug ?? served.target.virtualKey),
+    virtualKey: answering === null ? (ctx.credential?.virtualKeySlug ?? null) : (answering.credential?.virtualKeySlug ?? answering.target.virtualKey),
     config: routing === null ? null : routing.slug,
     configVersion: routing === null ? null : routing.version,
     promptSlug: ctx.prompt?.slug ?? null,
@@ -155,9 +165,9 @@ export function toLogRecord(ctx: RequestContext, options: RecordOptions): LogRec
     totalTokens: usage?.totalTokens ?? null,
     cachedTokens: usage?.cachedTokens ?? null,
     costNanoUsd: recordCost(options.prices, provider, model, usage),
-    cacheStatus: served === null || served.cacheStatus === null ? 'disabled' : logCacheStatus(served.cacheStatus),
+    cacheStatus: answering === null || answering.cacheStatus === null ? 'disabled' : logCacheStatus(answering.cacheStatus),
     retryCount: attempts === null || attempts.length === 0 ? 0 : attempts.length - 1,
-    fallbackIndex: attempts === null || served === null ? null : fallbackIndexOf(attempts, served),
+    fallbackIndex: attempts === null || answering === null ? null : fallbackIndexOf(attempts, answering),
     errorCode: error?.code ?? null,
     errorType: error?.type ?? null,
     metadata,

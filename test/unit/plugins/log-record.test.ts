@@ -210,6 +210,26 @@ describe('the log record of a config-routed request', () => {
     ])
   })
 
+  it('takes the last attempt as the answer when none was served (every target failed or was refused)', () => {
+    const ctx = finished()
+    ctx.routing = plan(FALLBACK, { slug: 'cfg-main', version: 2 })
+    const [first, limited] = leaves(ctx.routing.root) as [RoutingTarget, RoutingTarget]
+    // An earlier attempt's upstream is still in ctx.target: the record must not take its provider.
+    ctx.target = { provider: 'anthropic', origin: 'https://api.anthropic.com', basePath: '/v1', authHeaders: [], authQuery: '' }
+    ctx.attempts = attempts(ctx, [
+      { target: first, status: 502, credential: credential('vk-anthropic', 'anthropic'), cache: 'MISS', took: 3 },
+      { target: first, retry: 1, status: 502, credential: credential('vk-anthropic', 'anthropic'), cache: 'MISS', took: 3 },
+      { target: limited, status: 412, error: gatewayError(ERRORS.GW_BUDGET_EXHAUSTED), credential: credential('vk-limited', 'mistral-ai'), took: 0 },
+    ])
+    ctx.attempt = null
+    ctx.status = 412
+    ctx.error = gatewayError(ERRORS.GW_BUDGET_EXHAUSTED)
+    ctx.usage = null
+    expect(toLogRecord(ctx, OPTIONS)).toMatchObject({
+      config: 'cfg-main', virtualKey: 'vk-limited', provider: 'mistral-ai', retryCount: 2, fallbackIndex: 1, cacheStatus: 'disabled', status: 412, errorCode: 'GW_BUDGET_EXHAUSTED', costNanoUsd: null,
+    })
+  })
+
   it.each([
     ['HIT', 'hit'],
     ['MISS', 'miss'],
