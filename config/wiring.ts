@@ -8,7 +8,7 @@
  *
  * The environment picks the production adapters: `MONGODB_URI` → MongoDB admin store (else the
  * embedded DuckDB file) and budget usage store, `REDIS_URL` → Redis change notifier, rate limiter,
- * budget ledger and response cache (else in process), `CLICKHOUSE_URL` → ClickHouse log sink and log analytics (else the DuckDB file;
+ * budget ledger, response cache and circuit breakers (else in process), `CLICKHOUSE_URL` → ClickHouse log sink and log analytics (else the DuckDB file;
  * either journals under `<dataDir>/log-journal/` while its store is unreachable).
  * Service names carry the technology where there is a choice, so `/readyz` shows which adapter runs.
  * The MongoDB, Redis and ClickHouse adapters are imported only when their URL is set: each pulls
@@ -29,6 +29,7 @@ import { DuckDbUsageStore } from '../adapters/embedded/duckdb-usage-store.js'
 import { FileExportStore } from '../adapters/embedded/file-export-store.js'
 import { InProcessBudgetLedger } from '../adapters/memory/in-process-budget-ledger.js'
 import { InProcessChangeNotifier } from '../adapters/memory/in-process-change-notifier.js'
+import { InProcessCircuitBreaker } from '../adapters/memory/in-process-circuit-breaker.js'
 import { InProcessRateLimiter } from '../adapters/memory/in-process-rate-limiter.js'
 import { InProcessResponseCache } from '../adapters/memory/in-process-response-cache.js'
 import { connectAddressPolicy, parseAllowList } from '../adapters/providers/custom-host-policy.js'
@@ -41,7 +42,7 @@ import { ExportStore, LogServices } from '../core/log-exports.js'
 import { LogAnalytics } from '../core/logs.js'
 import type { PipelineMember } from '../core/pipeline.js'
 import type { GatewayPlugin } from '../core/plugin.js'
-import { AdminStore, ChangeNotifier, LogSink, OutboundFetch, ProviderRegistry, ResponseCache, SecretCipher, UpstreamClient } from '../core/ports.js'
+import { AdminStore, ChangeNotifier, CircuitBreaker, LogSink, OutboundFetch, ProviderRegistry, ResponseCache, SecretCipher, UpstreamClient } from '../core/ports.js'
 import { RateLimiter } from '../core/rate-limits.js'
 import { checkDeclaredPhases, ConfigError, resolvePlugins, type PluginResolution } from '../core/registry.js'
 import type { RouteGroup } from '../core/routes.js'
@@ -76,6 +77,7 @@ const PORT_NAMES = new Map<symbol, string>([
   [ChangeNotifier, 'change-notifier'],
   [RateLimiter, 'rate-limiter'],
   [ResponseCache, 'response-cache'],
+  [CircuitBreaker, 'circuit-breaker'],
   [ProviderRegistry, 'provider-registry'],
   [UpstreamClient, 'upstream-client'],
   [OutboundFetch, 'outbound-fetch'],
@@ -118,12 +120,14 @@ async function loadOptionalStores({ mongodbUri, redisUrl, clickhouse }: LoadedCo
           import('../adapters/redis/redis-change-notifier.js'),
           import('../adapters/redis/redis-rate-limiter.js'),
           import('../adapters/redis/redis-response-cache.js'),
-        ]).then(([ledger, notifier, limiter, responseCache]) => ({
+          import('../adapters/redis/redis-circuit-breaker.js'),
+        ]).then(([ledger, notifier, limiter, responseCache, breaker]) => ({
           url: redisUrl,
           RedisBudgetLedger: ledger.RedisBudgetLedger,
           RedisChangeNotifier: notifier.RedisChangeNotifier,
           RedisRateLimiter: limiter.RedisRateLimiter,
           RedisResponseCache: responseCache.RedisResponseCache,
+          RedisCircuitBreaker: breaker.RedisCircuitBreaker,
         })),
     clickhouse === null
       ? null
@@ -212,6 +216,13 @@ export async function wire(loaded: LoadedConfig): Promise<Wiring> {
   } else {
     container.register(RateLimiter, { useFactory: serviceFactory('in-process-rate-limiter', () => new InProcessRateLimiter()) })
   }
+  // Circuit breakers of config targets (forward's router): shared through Redis, else per process.
+  container.register(CircuitBreaker, {
+    useFactory:
+      redis !== null
+        ? serviceFactory<CircuitBreaker>('redis-circuit-breaker', () => new redis.RedisCircuitBreaker({ url: redis.url, logger }))
+        : serviceFactory<CircuitBreaker>('in-process-circuit-breaker', () => new InProcessCircuitBreaker()),
+  })
   // The response cache exists only while the cache plugin is enabled (its bounds are the plugin's).
   const cachePlugin = resolution.enabled.find((entry) => entry.definition.name === 'cache')
   if (cachePlugin !== undefined) {

@@ -1,5 +1,5 @@
 import { definePlugin } from '../../core/plugin.js'
-import { ProviderRegistry, UpstreamClient } from '../../core/ports.js'
+import { CircuitBreaker, ProviderRegistry, UpstreamClient } from '../../core/ports.js'
 import { forwardConfigSchema } from './config.js'
 import { ForwardPlugin } from './plugin.js'
 
@@ -9,6 +9,6 @@ export const forward = definePlugin({
   groups: ['inference', 'passthrough'],
   phases: ['onForward', 'onLog'],
   configSchema: forwardConfigSchema,
-  inject: [ProviderRegistry, UpstreamClient],
-  create: (config, [registry, upstream]) => new ForwardPlugin(config, registry, upstream, null),
+  inject: [ProviderRegistry, UpstreamClient, CircuitBreaker],
+  create: (config, [registry, upstream, breaker]) => new ForwardPlugin(config, registry, upstream, breaker),
 })
