@@ -9,7 +9,6 @@ export const cache = definePlugin({
   priority: 550,
   groups: ['inference'],
   phases: ['onAttempt', 'onResponse', 'onChunk', 'onLog'],
-  requires: ['auth'],
   configSchema: cacheConfigSchema,
   inject: [ResponseCache, Clock, Logger],
   create: (config, [store, clock, logger]) => new CachePlugin(config, store, clock, logger),
