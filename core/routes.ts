@@ -30,7 +30,7 @@ export type BodyMode = 'json' | 'json-optional' | 'raw' | 'none'
 export interface AuditAction {
   /**
    * `workspace`, `workspace_user`, `user`, `invite`, `api_key`, `organisation`, `virtual_key`, `feedback`, `log_export`,
-   * `prompt`, `prompt_version`, `prompt_partial`, `label`, `collection`.
+   * `prompt`, `prompt_version`, `prompt_partial`, `label`, `collection`, `config`.
    */
   readonly resourceType: string
   /** `create`, `update`, `delete`, `rotate`, `resend`, `accept`, `start`, `cancel`, `publish`. */
@@ -319,6 +319,13 @@ export const ADMIN_ROUTES = [
   adminRoute('virtual-keys.get', 'GET', '/v1/virtual-keys/:virtualKeyId', ['virtual_keys.read']),
   adminRoute('virtual-keys.update', 'PUT', '/v1/virtual-keys/:virtualKeyId', ['virtual_keys.update'], { audit: 'virtual_key.update:virtualKeyId' }),
   adminRoute('virtual-keys.delete', 'DELETE', '/v1/virtual-keys/:virtualKeyId', ['virtual_keys.delete'], { body: 'json-optional', audit: 'virtual_key.delete:virtualKeyId' }),
+
+  adminRoute('configs.create', 'POST', '/v1/configs', ['configs.create'], { audit: 'config.create' }),
+  adminRoute('configs.list', 'GET', '/v1/configs', ['configs.list']),
+  adminRoute('configs.get', 'GET', '/v1/configs/:configId', ['configs.read']),
+  adminRoute('configs.update', 'PUT', '/v1/configs/:configId', ['configs.update'], { audit: 'config.update:configId' }),
+  adminRoute('configs.delete', 'DELETE', '/v1/configs/:configId', ['configs.delete'], { body: 'json-optional', audit: 'config.delete:configId' }),
+  adminRoute('configs.versions.list', 'GET', '/v1/configs/:configId/versions', ['configs.read']),
 
   adminRoute('audit-logs.list', 'GET', '/v1/audit-logs', ['audit_logs.list'], ADMIN_ONLY),
 

@@ -37,7 +37,8 @@ import {
   userRank,
   visibleWorkspace,
 } from './access.js'
-import { defaultsOf, rateLimitsOf, usageLimitOf } from './inputs.js'
+import { checkedDefaults } from './configs.js'
+import { rateLimitsOf, usageLimitOf } from './inputs.js'
 import {
   budgetUsage,
   commit,
@@ -198,6 +199,8 @@ function createApiKey(type: ApiKeyType): Handler {
     }
     const scopes = grantableScopes(principal, type, input.scopes)
     if (scopes instanceof GatewayError) return scopes
+    const defaults = await checkedDefaults(deps, principal, input.defaults, workspace?.id ?? null)
+    if (defaults instanceof GatewayError) return defaults
 
     const { secret, record: key } = issueApiKey({
       name: input.name,
@@ -211,7 +214,7 @@ function createApiKey(type: ApiKeyType): Handler {
       creationMode: 'api',
       rateLimits: rateLimitsOf(input.rate_limits),
       usageLimits: input.usage_limits == null ? null : usageLimitOf(input.usage_limits),
-      defaults: defaultsOf(input.defaults),
+      defaults,
       alertEmails: input.alert_emails ?? [],
       createdAt: nowIso(deps),
     })
@@ -265,6 +268,12 @@ async function updateApiKey(request: AdminRequest): Promise<Reply | GatewayError
     if (granted instanceof GatewayError) return granted
     scopes = granted
   }
+  let defaults = key.defaults
+  if (input.defaults !== undefined) {
+    const checked = await checkedDefaults(deps, principal, input.defaults, key.workspaceId)
+    if (checked instanceof GatewayError) return checked
+    defaults = checked
+  }
   const updated: ApiKeyRecord = {
     ...key,
     name: input.name ?? key.name,
@@ -272,7 +281,7 @@ async function updateApiKey(request: AdminRequest): Promise<Reply | GatewayError
     scopes,
     rateLimits: input.rate_limits === undefined ? key.rateLimits : rateLimitsOf(input.rate_limits),
     usageLimits: input.usage_limits === undefined ? key.usageLimits : input.usage_limits === null ? null : usageLimitOf(input.usage_limits),
-    defaults: input.defaults === undefined ? key.defaults : defaultsOf(input.defaults),
+    defaults,
     alertEmails: input.alert_emails === undefined ? key.alertEmails : (input.alert_emails ?? []),
     expiresAt: input.expires_at === undefined ? key.expiresAt : input.expires_at,
     // `reset_usage` puts an exhausted key back to work (its budgets start a new period below).

@@ -35,6 +35,7 @@ import {
   workspaceIdQuery,
 } from './schemas.js'
 import { createVirtualKeyBody, listVirtualKeysQuery, updateVirtualKeyBody, virtualKeyWorkspaceQuery } from './virtual-keys.js'
+import { configWorkspaceQuery, createConfigBody, deleteConfigBody, deleteConfigQuery, listConfigsQuery, listConfigVersionsQuery, updateConfigBody } from './configs.js'
 import { createFeedbackBody, updateFeedbackBody } from './feedback.js'
 import { analyticsGroupQuery, analyticsQuery } from './log-filters.js'
 import { createExportBody, exportFileQuery, listExportsQuery, updateExportBody } from './log-exports.js'
@@ -110,6 +111,20 @@ export const OPERATION_SCHEMAS: Readonly<Record<string, OperationSchemas>> = {
     query: virtualKeyWorkspaceQuery,
   },
   'virtual-keys.delete': { summary: 'Delete a virtual key (its next use answers 404)', body: workspaceIdBody, query: virtualKeyWorkspaceQuery },
+
+  'configs.create': {
+    summary: 'Create a saved routing config (version 1); config is checked against the config schema, its virtual keys, providers and custom hosts',
+    body: createConfigBody,
+  },
+  'configs.list': { summary: 'List configs (without their config JSON)', query: listConfigsQuery },
+  'configs.get': { summary: 'Get a config (id or slug) with its latest version', query: configWorkspaceQuery },
+  'configs.update': { summary: 'Update a config: a new config makes version latest + 1; name, status and is_default alone make none', body: updateConfigBody, query: configWorkspaceQuery },
+  'configs.delete': {
+    summary: "Delete a config with its versions (409 while an API key or workspace has it as defaults.config_id, unless force=true, which clears it there)",
+    body: deleteConfigBody,
+    query: deleteConfigQuery,
+  },
+  'configs.versions.list': { summary: "A config's versions, newest first (paged)", query: listConfigVersionsQuery },
 
   'prompts.create': {
     summary: "Create a prompt template (version 1, published): {id, slug, version_id, object}; without collection_id it goes to the workspace's default collection",
@@ -190,6 +205,7 @@ const PARAMETER_DESCRIPTIONS: Readonly<Record<string, string>> = {
   partialId: 'Partial slug or UUID',
   labelId: 'Label UUID',
   collectionId: 'Collection slug or UUID',
+  configId: 'Config slug or UUID',
 }
 
 /** Error responses: status → the catalogue's admin code and what it means here. */
@@ -315,7 +331,7 @@ export function buildOpenApiDocument(routes: readonly RouteSpec[] = ADMIN_ROUTES
       title: 'Gateway Admin API',
       version: '1',
       description:
-        'Control plane of the gateway: organisation, workspaces and members, users and invites, API keys, virtual keys, ' +
+        'Control plane of the gateway: organisation, workspaces and members, users and invites, API keys, virtual keys, configs, ' +
         'prompt templates (versions, partials, labels, collections), audit logs, ' +
         'analytics, feedback, custom logs and log exports. ' +
         'Send the key in `x-gateway-api-key` (or `Authorization: Bearer`). Lists are `{object: "list", total, data}` paged with ' +

@@ -3,8 +3,8 @@
  * Phases: onForward (priority 110). Reads `ctx.principal`, `ctx.route`, `ctx.params`, `ctx.query`,
  * `ctx.body`; writes `ctx.adminAction` (what the audit plugin needs).
  * I/O: the admin store (every change is stored with its audit entry in one transaction); publishes
- * change notifications so caches on every instance drop changed keys, workspaces, settings and
- * prompt templates.
+ * change notifications so caches on every instance drop changed keys, workspaces, settings,
+ * configs and prompt templates.
  * Analytics, feedback, custom logs and exports use the log ports (`LogServices`: analytics reads,
  * the log sink, the export store); with the `log` plugin disabled they are absent and those
  * routes answer 503 `GW_LOGS_DISABLED`. Export jobs run in the background on this instance and
@@ -23,6 +23,7 @@ import { analyticsHandlers } from './analytics.js'
 import { apiKeyHandlers } from './api-keys.js'
 import { auditLogHandlers } from './audit-logs.js'
 import { collectionHandlers } from './collections.js'
+import { configHandlers } from './configs.js'
 import { feedbackHandlers } from './feedback.js'
 import { inviteHandlers, publicInviteHandlers } from './invites.js'
 import { labelHandlers } from './labels.js'
@@ -54,6 +55,7 @@ export class AdminApiPlugin implements GatewayPlugin {
         ...inviteHandlers,
         ...apiKeyHandlers,
         ...virtualKeyHandlers,
+        ...configHandlers,
         ...promptHandlers,
         ...partialHandlers,
         ...labelHandlers,

@@ -14,7 +14,8 @@ import { ERRORS, GatewayError, gatewayError } from '../../core/errors.js'
 import { jsonReply, type Reply } from '../../core/plugin.js'
 import type { AdminWriter } from '../../core/ports.js'
 import { canManage, checkNamedWorkspace, rankOf, RANKS, userRank, visibleWorkspace } from './access.js'
-import { defaultsOf, rateLimitsOf, usageLimitOf } from './inputs.js'
+import { checkedDefaults } from './configs.js'
+import { rateLimitsOf, usageLimitOf } from './inputs.js'
 import {
   budgetUsage,
   commit,
@@ -120,14 +121,18 @@ async function createWorkspace(request: AdminRequest): Promise<Reply | GatewayEr
   for (const userId of userIds) {
     if ((await deps.store.findUser(principal.organisationId, userId)) === null) return notFound(`User ${userId}`)
   }
+  const id = randomUUID()
+  // A new workspace has no configs yet, so a `config_id` here names none of its own (400).
+  const defaults = await checkedDefaults(deps, principal, input.defaults, id)
+  if (defaults instanceof GatewayError) return defaults
   const now = nowIso(deps)
   const workspace: WorkspaceRecord = {
-    id: randomUUID(),
+    id,
     slug: `ws-${slugPart(input.name)}-${randomBytes(3).toString('hex')}`,
     organisationId: principal.organisationId,
     name: input.name,
     description: input.description ?? null,
-    defaults: defaultsOf(input.defaults),
+    defaults,
     usageLimits: (input.usage_limits ?? []).map(usageLimitOf),
     rateLimits: rateLimitsOf(input.rate_limits),
     createdAt: now,
@@ -176,13 +181,19 @@ async function updateWorkspace(request: AdminRequest): Promise<Reply | GatewayEr
   if (!body.ok) return body.error
   const workspace = await managedWorkspace(request, body.value.workspace_id)
   if (workspace instanceof GatewayError) return workspace
-  const { deps } = request
+  const { deps, principal } = request
   const input = body.value
+  let defaults = workspace.defaults
+  if (input.defaults !== undefined) {
+    const checked = await checkedDefaults(deps, principal, input.defaults, workspace.id)
+    if (checked instanceof GatewayError) return checked
+    defaults = checked
+  }
   const updated: WorkspaceRecord = {
     ...workspace,
     name: input.name ?? workspace.name,
     description: input.description === undefined ? workspace.description : input.description,
-    defaults: input.defaults === undefined ? workspace.defaults : defaultsOf(input.defaults),
+    defaults,
     usageLimits: input.usage_limits === undefined ? workspace.usageLimits : (input.usage_limits ?? []).map(usageLimitOf),
     rateLimits: input.rate_limits === undefined ? workspace.rateLimits : rateLimitsOf(input.rate_limits),
     lastUpdatedAt: nowIso(deps, workspace.lastUpdatedAt),
@@ -211,9 +222,12 @@ async function deleteWorkspace(request: AdminRequest): Promise<Reply | GatewayEr
       return gatewayError(ERRORS.GW_ADMIN_DEPENDANTS, `Unable to delete: the workspace still has ${list}. Delete them first, or send "force_delete": true`)
     }
   }
+  // Its configs go with it: their compiled plans are dropped on every instance too.
+  const configs = await deps.store.listConfigs(principal.organisationId, { workspaceId: workspace.id }, { offset: 0, limit: 10_000 })
   const revoked = await commit(request, 200, (writer) => writer.deleteWorkspace(principal.organisationId, workspace.id))
   publishKeyChanges(deps, revoked)
   deps.notifier.publish(CHANGE_CHANNELS.workspaces, workspace.id)
+  for (const config of configs.items) deps.notifier.publish(CHANGE_CHANNELS.configs, config.id)
   return jsonReply(200, {})
 }
 
