@@ -7,7 +7,8 @@
  * `ctx.path`, `ctx.query`, `ctx.headers`, per attempt `attempt.target` and `attempt.body` (or
  * `attempt.rawBody`); after the reply `ctx.attempt`, `ctx.outcome`, `ctx.status`, `ctx.error`.
  * Writes `attempt.cacheStatus` and `attempt.cacheKey`.
- * Per attempt: a target without `cache` → `DISABLED`, nothing else; so is every attempt without a\n * principal (auth off: there is no tenant to keep entries apart by). Otherwise the key (key.ts: the
+ * Per attempt: a target without `cache` → `DISABLED`, nothing else; so is every attempt without a
+ * principal (auth off: there is no tenant to keep entries apart by). Otherwise the key (key.ts: the
  * tenant, config, target, request and normalised body; a body over `maxRequestBytes` → `DISABLED`)
  * is looked up: a hit → `HIT` and the stored reply is the attempt's reply (status, content type and
  * bytes; a streamed request stored Server-Sent Events and gets them back, ending as the original
