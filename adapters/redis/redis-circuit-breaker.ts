@@ -265,7 +265,8 @@ export class RedisCircuitBreaker implements CircuitBreaker {
       mirror ??= this.#insert(key, { failures: 0, openUntil: 0, probeUntil: 0, pending: 0 })
       mirror.pending += 1
     }
-    const argv = [now, success ? 1 : 0, setting.failureThreshold, setting.cooldownMs, this.#channel, key]
+    // Whole ms: Lua writes numbers with 14 significant digits.
+    const argv = [Math.floor(now), success ? 1 : 0, setting.failureThreshold, setting.cooldownMs, this.#channel, key]
     this.#lastRecord = runScript(this.#client, RECORD, [this.#keyPrefix + key], argv).then(
       (reply) => {
         if (!success) this.#settlePending(key)
@@ -287,7 +288,7 @@ export class RedisCircuitBreaker implements CircuitBreaker {
 
   async #claim(key: string, setting: CircuitSetting, now: number): Promise<boolean> {
     try {
-      const [granted, openUntil, probeUntil, failures] = (await runScript(this.#client, CLAIM, [this.#keyPrefix + key], [now, setting.cooldownMs])) as [
+      const [granted, openUntil, probeUntil, failures] = (await runScript(this.#client, CLAIM, [this.#keyPrefix + key], [Math.floor(now), setting.cooldownMs])) as [
         number,
         number,
         number,
@@ -374,13 +375,10 @@ export class RedisCircuitBreaker implements CircuitBreaker {
       await this.#subscriber.subscribe(this.#channel)
       const keys = [...this.#mirror.keys()]
       if (keys.length === 0) return
-      const pipeline = this.#client.pipeline()
-      for (const key of keys) pipeline.hmget(this.#keyPrefix + key, 'f', 'o', 'p')
-      const replies = (await pipeline.exec()) ?? []
+      // One command per circuit (not a pipeline, which Redis Cluster refuses across slots).
+      const replies = await Promise.all(keys.map((key) => this.#client.hmget(this.#keyPrefix + key, 'f', 'o', 'p')))
       keys.forEach((key, index) => {
-        const [error, values] = replies[index] ?? [new Error('no reply'), null]
-        if (error !== null) return
-        const [f, o, p] = (values as Array<string | null>).map((value) => Number(value ?? 0)) as [number, number, number]
+        const [f, o, p] = (replies[index] ?? []).map((value) => Number(value ?? 0)) as [number, number, number]
         this.#apply(key, o, p, f)
       })
       this.#log('info', { circuits: keys.length }, 'circuit breaker states re-read after the subscriber reconnected')

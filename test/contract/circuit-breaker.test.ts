@@ -117,6 +117,15 @@ describe('RedisCircuitBreaker on the shared server', () => {
     expect(cb.peek(key)).toBeUndefined()
   })
 
+  it('keeps whole milliseconds in Redis and the mirror when the caller’s clock has fractions', async () => {
+    const cb = await breaker()
+    const key = circuit('fractions')
+    cb.record(key, { failureThreshold: 1, cooldownMs: 30_000 }, false, T0 + 0.625)
+    await cb.settled()
+    expect(await admin.hget(`gateway:cb:${key}`, 'o')).toBe(String(T0 + 30_000))
+    expect(cb.peek(key)?.openUntil).toBe(T0 + 30_000)
+  })
+
   it('resets failures counted on one instance when another records a success', async () => {
     const [a, b] = [await breaker(), await breaker()]
     const key = circuit('reset-across')
