@@ -59,6 +59,8 @@ export class InProcessCircuitBreaker implements CircuitBreaker {
   }
 
   allow(key: string, setting: CircuitSetting, now: number): boolean {
+    // No circuit failing at all (the usual case): not even the key's hash is computed.
+    if (this.#circuits.size === 0) return true
     const state = this.#circuits.get(key)
     if (state === undefined || state.openUntil === 0) return true
     if (now < state.openUntil || now < state.probeUntil) return false
@@ -67,6 +69,7 @@ export class InProcessCircuitBreaker implements CircuitBreaker {
   }
 
   record(key: string, setting: CircuitSetting, success: boolean, now: number): void {
+    if (success && this.#circuits.size === 0) return
     const state = this.#circuits.get(key)
     if (success) {
       // Closed with failures, or a half-open probe (or any attempt) succeeding: closed, count 0.

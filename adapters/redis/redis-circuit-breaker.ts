@@ -249,6 +249,8 @@ export class RedisCircuitBreaker implements CircuitBreaker {
   }
 
   allow(key: string, setting: CircuitSetting, now: number): boolean | Promise<boolean> {
+    // No circuit failing at all (the usual case): not even the key's hash is computed.
+    if (this.#mirror.size === 0) return true
     const mirror = this.#mirror.get(key)
     if (mirror === undefined || mirror.openUntil === 0) return true
     if (now < mirror.openUntil || now < mirror.probeUntil) return false
@@ -258,6 +260,7 @@ export class RedisCircuitBreaker implements CircuitBreaker {
   }
 
   record(key: string, setting: CircuitSetting, success: boolean, now: number): void {
+    if (success && this.#mirror.size === 0) return
     let mirror = this.#mirror.get(key)
     // A success with no failures known anywhere changes nothing; while open, outcomes are stragglers'.
     if (mirror === undefined ? success : mirror.openUntil !== 0 && now < mirror.openUntil) return
