@@ -42,6 +42,7 @@ import type { LimitSubject } from '../../core/limits.js'
 import type { GatewayPlugin } from '../../core/plugin.js'
 import type { AdminStore, ChangeNotifier, SecretCipher } from '../../core/ports.js'
 import { ReadThroughCache } from '../../core/read-through-cache.js'
+import type { RoutingTarget } from '../../core/routing-config.js'
 import type { Clock, Logger } from '../../core/service.js'
 import type { VirtualKeyConfig } from './config.js'
 
@@ -139,7 +140,7 @@ export class VirtualKeyPlugin implements GatewayPlugin {
     const slug = ctx.prompt?.virtualKey ?? ctx.headers['x-gateway-virtual-key']
     if (slug === undefined) return undefined
     if (ctx.headers['x-gateway-custom-host'] !== undefined) return CUSTOM_HOST_WITH_VIRTUAL_KEY
-    return this.#resolve(ctx, ctx.principal, slug, HEADER_PARAM)
+    return this.#resolve(ctx, ctx.principal, slug, null)
   }
 
   /** A config target's virtual key, for this attempt only (`ctx.credential` stays `null`). */
@@ -147,21 +148,24 @@ export class VirtualKeyPlugin implements GatewayPlugin {
     if (ctx.credential !== null) return VIRTUAL_KEY_WITH_CONFIG
     const slug = attempt.target.virtualKey
     if (slug === null) return undefined
-    return this.#resolve(attempt, ctx.principal, slug, `${attempt.target.path}.virtual_key`)
+    return this.#resolve(attempt, ctx.principal, slug, attempt.target)
   }
 
-  /** Resolves `slug` for `principal` into `slots`: from the cache, else one store lookup. */
-  #resolve(slots: CredentialSlots, principal: Principal | null, slug: string, param: string): GatewayError | undefined | Promise<GatewayError | undefined> {
-    if (principal === null || slug.length === 0 || slug.length > MAX_SLUG_LENGTH) return notFound(slug, param)
+  /**
+   * Resolves `slug` for `principal` into `slots`: from the cache, else one store lookup. `target` is
+   * the config target that names the key (`null` for the header or a prompt), for the 404's `param`.
+   */
+  #resolve(slots: CredentialSlots, principal: Principal | null, slug: string, target: RoutingTarget | null): GatewayError | undefined | Promise<GatewayError | undefined> {
+    if (principal === null || slug.length === 0 || slug.length > MAX_SLUG_LENGTH) return notFound(slug, target)
     const cacheKey = `${principal.organisationId}\n${slug}`
     const cached = this.#cache.get(cacheKey, this.#clock.now())
     // Errors are never cached; the check only narrows the type.
-    if (cached !== undefined && !(cached instanceof GatewayError)) return this.#admit(slots, cached, principal, slug, param)
-    return this.#lookup(slots, principal, slug, cacheKey, param)
+    if (cached !== undefined && !(cached instanceof GatewayError)) return this.#admit(slots, cached, principal, slug, target)
+    return this.#lookup(slots, principal, slug, cacheKey, target)
   }
 
   /** A miss: the store lookup (shared; a stale entry while the store is unreachable), else 503. */
-  async #lookup(slots: CredentialSlots, principal: Principal, slug: string, cacheKey: string, param: string): Promise<GatewayError | undefined> {
+  async #lookup(slots: CredentialSlots, principal: Principal, slug: string, cacheKey: string, target: RoutingTarget | null): Promise<GatewayError | undefined> {
     let lookup: Lookup
     try {
       lookup = await this.#cache.load(cacheKey, () => this.#fill(principal.organisationId, slug))
@@ -170,7 +174,7 @@ export class VirtualKeyPlugin implements GatewayPlugin {
       return gatewayError(ERRORS.GW_VIRTUAL_KEY_UNAVAILABLE)
     }
     if (lookup instanceof GatewayError) return lookup
-    return this.#admit(slots, lookup, principal, slug, param)
+    return this.#admit(slots, lookup, principal, slug, target)
   }
 
   /** One store lookup (rejects when the store is unreachable), with the credentials decrypted. */
@@ -206,10 +210,10 @@ export class VirtualKeyPlugin implements GatewayPlugin {
     return keys.map((apiKey) => ({ virtualKeySlug: record.slug, provider: record.provider, apiKey, customHost: record.customHost, modelConfig }))
   }
 
-  #admit(slots: CredentialSlots, entry: Entry, principal: Principal, slug: string, param: string): GatewayError | undefined {
+  #admit(slots: CredentialSlots, entry: Entry, principal: Principal, slug: string, target: RoutingTarget | null): GatewayError | undefined {
     const record = entry.record
     // Another workspace's key is reported exactly like an unknown one.
-    if (record === null || principal.workspaceId === null || record.workspaceId !== principal.workspaceId) return notFound(slug, param)
+    if (record === null || principal.workspaceId === null || record.workspaceId !== principal.workspaceId) return notFound(slug, target)
     if (entry.expiresAtMs <= this.#clock.now() || record.status === 'expired') {
       return gatewayError(ERRORS.GW_VIRTUAL_KEY_EXPIRED, `The virtual key ${record.slug} has expired`)
     }
@@ -236,6 +240,8 @@ export class VirtualKeyPlugin implements GatewayPlugin {
   }
 }
 
-function notFound(slug: string, param: string): GatewayError {
+/** 404 naming where the slug came from: the header, or the config target (`config.targets[1].virtual_key`). */
+function notFound(slug: string, target: RoutingTarget | null): GatewayError {
+  const param = target === null ? HEADER_PARAM : `${target.path}.virtual_key`
   return gatewayError(ERRORS.GW_VIRTUAL_KEY_NOT_FOUND, `Virtual key "${slug.slice(0, MAX_SLUG_LENGTH)}" not found`, { param })
 }
