@@ -78,6 +78,32 @@ describe('request log in ClickHouse', () => {
   })
 })
 
+describe('config-routed requests in ClickHouse', () => {
+  it('stores the attempts of an inline-config fallback and GET /v1/logs/{id} returns them', async () => {
+    const made = await gw.workspaceKey(['completions.write'])
+    const traceId = `trace-ch-cfg-${randomUUID()}`
+    mock.next({ type: 'json', status: 500, body: { error: { message: 'boom' } } })
+    const target = { provider: 'openai', api_key: 'sk-ch', custom_host: mock.url }
+    const response = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-gateway-api-key': made.key, 'x-gateway-trace-id': traceId, 'x-gateway-config': JSON.stringify({ strategy: { mode: 'fallback' }, targets: [target, target] }) },
+      body: JSON.stringify(EMPTY_CHAT),
+    })
+    expect(response.status, await response.text()).toBe(200)
+    const read = await fetch(`${gw.url}/v1/logs/${traceId}`, { headers: { 'x-gateway-api-key': made.key } })
+    const text = await read.text()
+    expect(read.status, text).toBe(200)
+    const metrics = JSON.parse(text).metrics
+    expect(metrics).toMatchObject({ config: null, config_version: null, retry_count: 1, fallback_index: 1, response_status_code: 200 })
+    expect(metrics.attempts.map((attempt: Record<string, unknown>) => [attempt.target, attempt.status])).toEqual([
+      ['config.targets[0]', 500],
+      ['config.targets[1]', 200],
+    ])
+    const stored = await clickhouse.query({ query: `SELECT attempts FROM ${database}.request_logs WHERE trace_id = '${traceId}'`, format: 'JSONEachRow' })
+    expect(JSON.parse(String((await stored.json<{ attempts: string }>())[0]?.attempts))).toEqual(metrics.attempts)
+  })
+})
+
 describe('ClickHouse unreachable', () => {
   it('boots and serves requests (logs go to the journal), stays ready, answers analytics with 503, and delivers the rows once ClickHouse is back', async () => {
     const proxy = await startFaultProxy(new URL(inject('clickhouseUrl')))
