@@ -23,8 +23,9 @@
  *   again.
  * - Messages are lost while the subscriber connection is down (pub/sub has no history): when it
  *   comes back, the states of every mirrored circuit are read again. A circuit another instance
- *   opened meanwhile that this one does not mirror reads as closed here until the next failure
- *   recorded here, whose reply carries the open state.
+ *   opened meanwhile that this one does not mirror, or opened before this instance started, reads
+ *   as closed here until the next failure recorded here, whose reply carries the open state (one
+ *   attempt per such circuit reaches the target).
  * - The mirror keeps at most `maxCircuits` circuits (least recently changed dropped first; a
  *   dropped circuit reads as closed).
  * - Connections: one request-path client for the scripts (no offline queue, so a command fails at
