@@ -2,7 +2,8 @@
  * log: one record per request.
  * Phases: onLog (priority 10; after forward's onLog filled `ctx.usage`). Reads the finished context
  * (caller, target, model, usage, error, timings, virtual key, `ctx.metadata` as core checked it,
- * and the bodies when configured); writes nothing to it.
+ * and the bodies when configured; for a config-routed request `ctx.routing`, `ctx.attempts` and
+ * `ctx.attempt`, see record.ts); writes nothing to it.
  * I/O: enqueue only (the LogSink batches writes off the request path); the cost is looked up in the
  * in-process price table.
  * Failure policy: never changes a reply and never throws; the sink journals what it cannot write
