@@ -1,7 +1,7 @@
 /**
  * virtual-key: resolves `x-gateway-virtual-key: <slug>`, and each config target's `virtual_key`, to
  * the provider credential stored under it.
- * Phases: onRequest (priority 800: after auth and scope-check, before routing, rate-limit and
+ * Phases: onRequest (priority 800: after auth, scope-check and routing, before rate-limit and
  * budget); onAttempt (priority 800, first of the attempt hooks: a config target's virtual key, per
  * upstream attempt); start (subscriptions, master key check).
  * Reads `ctx.principal`, `ctx.headers`, `ctx.prompt` (a prompt template's virtual key, written by
@@ -21,7 +21,7 @@
  * lookup): the stored provider key goes only to its provider's endpoint or the key's own
  * `custom_host`, and silently ignoring the header would hide that from the client. A config next
  * to `x-gateway-virtual-key`, `x-gateway-custom-host` or a prompt is refused by the routing plugin in
- * its onRequest, before anything is counted, and a default config does not apply to a
+ * its onRequest (before this plugin looks the key up), and a default config does not apply to a
  * request that names its own virtual key; onAttempt still refuses an attempt when the request already
  * holds a credential (`ctx.credential`: 400 GW_REQ_INVALID naming the fix, the virtual key goes in
  * the config's target), so a request is never limited and charged under two virtual keys.
