@@ -20,7 +20,9 @@
  * 4. After the reply, each plugin settles its own part in `onLog` (tokens buckets charged with the
  *    real usage, budgets settled), which the terminal plugin's `onLog` filled first.
  * Without the budget plugin, without usage limits, or with limits in process, rate-limit calls its
- * limiter itself and the budget plugin its ledger.
+ * limiter itself and the budget plugin its ledger. The handshake covers the request-level check
+ * only: the limits of a config target's virtual key, checked per upstream attempt (`onAttempt`),
+ * cost each plugin its own call.
  */
 import type { RateLimitRule, UsageLimitRule } from './admin-records.js'
 import type { GatewayError } from './errors.js'
