@@ -135,6 +135,8 @@ const LABEL_COLUMNS = selectList('labels')
 const PARTIAL_COLUMNS = selectList('partials')
 const PARTIAL_VERSION_COLUMNS = selectList('partial_versions')
 const CONFIG_COLUMNS = selectList('configs')
+/** What a record id looks like (core/admin-records.ts: ids are UUID strings). */
+const UUID_SHAPE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 const CONFIG_VERSION_COLUMNS = selectList('config_versions')
 
 /** Case-insensitive substring of the name or slug (`search` of the prompt and collection filters). */
@@ -643,10 +645,13 @@ export class DuckDbAdminStore implements AdminStore {
   // Configs
 
   async findConfig(organisationId: string, slugOrId: string): Promise<ConfigRecord | null> {
-    // Two single-column key look-ups (see duckdb-schema.ts), the id first: an id match wins should a
-    // slug ever equal another config's id.
-    const byId = await this.#reads().query(`SELECT ${CONFIG_COLUMNS} FROM configs WHERE id = $1 AND organisation_id = $2`, [slugOrId, organisationId])
-    if (byId[0] !== undefined) return toConfig(byId[0])
+    // Single-column key look-ups (see duckdb-schema.ts). Ids are UUIDs, so only a UUID-shaped value
+    // is tried as one, first: an id match wins should a slug ever equal another config's id. A slug
+    // (what requests send) costs one look-up.
+    if (UUID_SHAPE.test(slugOrId)) {
+      const byId = await this.#reads().query(`SELECT ${CONFIG_COLUMNS} FROM configs WHERE id = $1 AND organisation_id = $2`, [slugOrId, organisationId])
+      if (byId[0] !== undefined) return toConfig(byId[0])
+    }
     const bySlug = await this.#reads().query(`SELECT ${CONFIG_COLUMNS} FROM configs WHERE slug_key = $1`, [slugKey(organisationId, slugOrId)])
     return first(bySlug, (row) => toConfig(row))
   }
