@@ -421,7 +421,7 @@ export const ADMIN_COLLECTION_SPECS: readonly AdminCollectionSpec[] = [
       },
       { name: 'organisation_id_1_created_at_1__id_1', key: { organisation_id: 1, created_at: 1, _id: 1 } },
       // configDependants: the workspaces that name a config as their default.
-      { name: 'defaults.config_id_1', key: { 'defaults.config_id': 1 }, partialFilter: { 'defaults.config_id': { $type: 'string' } } },
+      { name: 'defaults.config_id_1', key: { 'defaults.config_id': 1 } },
     ],
   },
   {
@@ -469,7 +469,7 @@ export const ADMIN_COLLECTION_SPECS: readonly AdminCollectionSpec[] = [
       { name: 'workspace_id_1', key: { workspace_id: 1 } },
       { name: 'user_id_1', key: { user_id: 1 } },
       // configDependants: the keys that name a config as their default.
-      { name: 'defaults.config_id_1', key: { 'defaults.config_id': 1 }, partialFilter: { 'defaults.config_id': { $type: 'string' } } },
+      { name: 'defaults.config_id_1', key: { 'defaults.config_id': 1 } },
     ],
   },
   {
