@@ -52,8 +52,8 @@ const adminKey = `gw-admin-bench-${randomBytes(12).toString('hex')}`
 const maxErrorRatio = 0.01
 
 type Mode = 'json' | 'stream'
-type ScenarioName = 'mock' | 'bare' | 'gateway-forward' | 'gateway-full-nolog' | 'gateway-full' | 'gateway-prompt' | 'gateway-limits'
-type GatewayKind = 'forward' | 'full-nolog' | 'full' | 'prompt' | 'limits'
+type ScenarioName = 'mock' | 'bare' | 'gateway-forward' | 'gateway-full-nolog' | 'gateway-full' | 'gateway-prompt' | 'gateway-config' | 'gateway-cache-hit' | 'gateway-limits'
+type GatewayKind = 'forward' | 'full-nolog' | 'full' | 'prompt' | 'config' | 'cache-hit' | 'limits'
 
 // A rate limit that never refuses during a run, and a token budget that is never used up.
 const unreachableRateLimit = { type: 'requests', unit: 'rpm', value: 100_000_000 }
@@ -63,6 +63,9 @@ const limitsTargets = { rpsRatioToFull: 0.8, redisCallsPerRequest: 1 }
 // The issue 14 target: a prompt request (2 KB chat template, 5 variables, cached) costs at most 10%
 // more server CPU than a plain chat completion through the same chain.
 const promptTargets = { cpuRatioToFull: 1.1 }
+// The issue 15 targets: a one-target config costs at most 10 µs of server CPU per request over the
+// same request without one, and a cache hit costs less CPU than a forwarded request.
+const configTargets = { cpuDeltaUs: 10, cacheHitCpuRatio: 1 }
 // The foundation's targets for the gateway against the bare forwarder (issue 2).
 const foundationTargets = { rpsRatioToBare: 0.7, p99DeltaMs: 1, ttfbP99DeltaMs: 1, peakRssMb: 200 }
 
@@ -100,6 +103,8 @@ type Server = {
   virtualKey: string | null
   // `gateway-prompt`: the prompt its requests run (`/v1/prompts/<slug>/completions`).
   promptSlug: string | null
+  // `gateway-config` / `gateway-cache-hit`: the inline config its requests send in `x-gateway-config`.
+  config: string | null
   redis: RedisServer | null
   stop: () => Promise<void>
 }
@@ -409,14 +414,14 @@ const startGateway = async (mockOrigin: string, kind: GatewayKind, clickHouseUrl
   const overlay = kind === 'forward'
     ? {
         plugins: Object.fromEntries(
-          ['auth', 'scope-check', 'prompt-render', 'virtual-key', 'rate-limit', 'budget', 'admin-api', 'log', 'audit'].map((name) => [name, { enabled: false }])
+          ['auth', 'scope-check', 'prompt-render', 'routing', 'virtual-key', 'rate-limit', 'budget', 'cache', 'admin-api', 'log', 'audit'].map((name) => [name, { enabled: false }])
         )
       }
     : kind === 'full-nolog' ? { plugins: { log: { enabled: false } } } : {}
-  const logs = kind === 'full' || kind === 'limits' || kind === 'prompt'
+  const logs = kind !== 'forward' && kind !== 'full-nolog'
   // Each gateway logs to its own ClickHouse database (the URL path names it).
   const logStore = !logs ? null : clickHouseUrl === null ? 'duckdb' : 'clickhouse'
-  const clickHouseEnv = logStore === 'clickhouse' ? { CLICKHOUSE_URL: `${clickHouseUrl}/bench_${kind}_${randomBytes(4).toString('hex')}` } : {}
+  const clickHouseEnv = logStore === 'clickhouse' ? { CLICKHOUSE_URL: `${clickHouseUrl}/bench_${kind.replace(/-/g, '_')}_${randomBytes(4).toString('hex')}` } : {}
   writeFileSync(overlayPath, JSON.stringify(overlay))
   const dataDir = join(dir, 'data')
   mkdirSync(dataDir)
@@ -512,7 +517,11 @@ const startGateway = async (mockOrigin: string, kind: GatewayKind, clickHouseUrl
         if (promptSlug === null) throw new Error(`prompt response has no slug: ${JSON.stringify(prompt).slice(0, 300)}`)
       }
     }
-    return { origin, logStore, pid: child.pid!, apiKey, virtualKey, promptSlug, redis, stop: cleanup }
+    // One target at the mock, with the provider key in the config (as the plain scenarios send it in
+    // headers); `gateway-cache-hit` caches it, so every request after the first is a hit.
+    const target = { provider: 'openai', api_key: 'sk-bench', custom_host: `${mockOrigin}/v1` }
+    const config = kind === 'config' ? JSON.stringify(target) : kind === 'cache-hit' ? JSON.stringify({ ...target, cache: { mode: 'simple', max_age: 3600 } }) : null
+    return { origin, logStore, pid: child.pid!, apiKey, virtualKey, promptSlug, config, redis, stop: cleanup }
   } catch (e) {
     let logTail = ''
     try { logTail = tail(readFileSync(logPath, 'utf8')) } catch { logTail = '' }
@@ -524,7 +533,7 @@ const startGateway = async (mockOrigin: string, kind: GatewayKind, clickHouseUrl
 const requestSpec = (server: Server, mockOrigin: string, mode: Mode): RequestSpec => {
   // Every scenario gets the same headers so request sizes match; only the full chain needs a key, and
   // `gateway-limits` names its virtual key (which holds provider, custom host and provider key) instead.
-  const headers: Record<string, string> = server.virtualKey === null
+  let headers: Record<string, string> = server.virtualKey === null
     ? {
         'content-type': 'application/json',
         'x-gateway-provider': 'openai',
@@ -545,6 +554,12 @@ const requestSpec = (server: Server, mockOrigin: string, mode: Mode): RequestSpe
     const variables = JSON.stringify(BENCH_PROMPT_VARIABLES)
     const promptBody = mode === 'stream' ? `{"variables":${variables},"stream":true}` : `{"variables":${variables}}`
     return { origin, path: `/v1/prompts/${server.promptSlug}/completions`, headers: promptHeaders, body: promptBody }
+  }
+  if (server.config !== null) {
+    // The config names provider, host and key; selection headers next to it are refused with 400.
+    const configHeaders: Record<string, string> = { 'content-type': 'application/json', authorization: 'Bearer sk-bench', 'x-gateway-config': server.config }
+    if (server.apiKey !== null) configHeaders['x-gateway-api-key'] = server.apiKey
+    headers = configHeaders
   }
   const body = mode === 'stream'
     ? '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hello"}],"stream":true}'
@@ -902,14 +917,39 @@ const loggingTable = (rows: LoggingComparison[], results: ModeResult[]): string 
   }))
 }
 
-const allScenarios: ScenarioName[] = ['mock', 'bare', 'gateway-forward', 'gateway-full-nolog', 'gateway-full', 'gateway-prompt', 'gateway-limits']
-const aliases: Record<string, ScenarioName> = { forward: 'gateway-forward', nolog: 'gateway-full-nolog', 'full-nolog': 'gateway-full-nolog', full: 'gateway-full', gateway: 'gateway-full', prompt: 'gateway-prompt', limits: 'gateway-limits' }
-const gatewayKinds: Partial<Record<ScenarioName, GatewayKind>> = { 'gateway-forward': 'forward', 'gateway-full-nolog': 'full-nolog', 'gateway-full': 'full', 'gateway-prompt': 'prompt', 'gateway-limits': 'limits' }
+const allScenarios: ScenarioName[] = ['mock', 'bare', 'gateway-forward', 'gateway-full-nolog', 'gateway-full', 'gateway-prompt', 'gateway-config', 'gateway-cache-hit', 'gateway-limits']
+const aliases: Record<string, ScenarioName> = {
+  forward: 'gateway-forward',
+  nolog: 'gateway-full-nolog',
+  'full-nolog': 'gateway-full-nolog',
+  full: 'gateway-full',
+  gateway: 'gateway-full',
+  prompt: 'gateway-prompt',
+  config: 'gateway-config',
+  'cache-hit': 'gateway-cache-hit',
+  cache: 'gateway-cache-hit',
+  limits: 'gateway-limits'
+}
+const gatewayKinds: Partial<Record<ScenarioName, GatewayKind>> = {
+  'gateway-forward': 'forward',
+  'gateway-full-nolog': 'full-nolog',
+  'gateway-full': 'full',
+  'gateway-prompt': 'prompt',
+  'gateway-config': 'config',
+  'gateway-cache-hit': 'cache-hit',
+  'gateway-limits': 'limits'
+}
+// Scenarios compared with `gateway-full` on server CPU per request, side by side (see `pairedVsFull`).
+const versusFull: ReadonlyArray<{ scenario: ScenarioName, kind: GatewayKind }> = [
+  { scenario: 'gateway-prompt', kind: 'prompt' },
+  { scenario: 'gateway-config', kind: 'config' },
+  { scenario: 'gateway-cache-hit', kind: 'cache-hit' }
+]
 
 // Where the logging scenarios send their records: BENCH_CLICKHOUSE_URL, else a throwaway
 // clickhouse-server, else (BENCH_LOG_STORE=duckdb, or no clickhouse-server) the embedded DuckDB file.
 const startLogStore = async (selected: readonly ScenarioName[]): Promise<{ url: string, stop: () => Promise<void> } | null> => {
-  if (!selected.some((s) => s === 'gateway-full' || s === 'gateway-prompt' || s === 'gateway-limits')) return null
+  if (!selected.some((s) => s === 'gateway-full' || s === 'gateway-prompt' || s === 'gateway-config' || s === 'gateway-cache-hit' || s === 'gateway-limits')) return null
   if (process.env.BENCH_LOG_STORE === 'duckdb') return null
   const external = process.env.BENCH_CLICKHOUSE_URL
   if (external !== undefined && external !== '') return { url: external.replace(/\/+$/, ''), stop: async () => {} }
@@ -957,23 +997,38 @@ const pairedRatios = async (bare: Server, gateway: Server, scenario: ScenarioNam
   return { scenario, mode, ratios, median: mid, target: mid === null ? null : mid >= foundationTargets.rpsRatioToBare }
 }
 
-/** `gateway-prompt` against `gateway-full`: server CPU per request and req/s, both running, alternating slices. */
-type PromptComparison = {
+/** A scenario against `gateway-full`: server CPU per request and req/s, both running, alternating slices. */
+type FullComparison = {
+  scenario: ScenarioName
   mode: Mode
-  // From the main runs (minutes apart): prompt's cpu us/req over full's.
+  // From the main runs (minutes apart): the scenario's cpu us/req over full's.
   cpuRatioMain: number | null
-  rounds: Array<{ fullRps: number, promptRps: number, fullCpuUs: number | null, promptCpuUs: number | null }>
+  rounds: Array<{ fullRps: number, otherRps: number, fullCpuUs: number | null, otherCpuUs: number | null }>
   cpuRatioMedian: number | null
+  // Median of the per-round differences in server CPU per request (scenario minus full), µs.
+  cpuDeltaMedianUs: number | null
   rpsRatioMedian: number | null
+  // Against the scenario's own target (`targetOf`).
   target: boolean | null
 }
 
+/** Each scenario's target against `gateway-full`, as text and as a check. */
+const targetOf = (scenario: ScenarioName): { text: string, met: (ratio: number | null, deltaUs: number | null) => boolean | null } => {
+  if (scenario === 'gateway-config') {
+    return { text: `cpu delta <= ${configTargets.cpuDeltaUs} us`, met: (_ratio, delta) => (delta === null ? null : delta <= configTargets.cpuDeltaUs) }
+  }
+  if (scenario === 'gateway-cache-hit') {
+    return { text: `cpu ratio < ${fmt(configTargets.cacheHitCpuRatio)}`, met: (ratio) => (ratio === null ? null : ratio < configTargets.cacheHitCpuRatio) }
+  }
+  return { text: `cpu ratio <= ${fmt(promptTargets.cpuRatioToFull)}`, met: (ratio) => (ratio === null ? null : ratio <= promptTargets.cpuRatioToFull) }
+}
+
 /**
- * Server CPU per request of `gateway-prompt` and `gateway-full` in alternating closed-loop slices
- * (full first in even rounds), so the VM's drift hits both alike. CPU is the server process's
- * user + system time over the slice (its 1 s warm-up included), per request at the slice's rate.
+ * Server CPU per request of a scenario and `gateway-full` in alternating closed-loop slices (full
+ * first in even rounds), so the VM's drift hits both alike. CPU is the server process's user +
+ * system time over the slice (its 1 s warm-up included), per request at the slice's rate.
  */
-const pairedPromptVsFull = async (full: Server, prompt: Server, mode: Mode, mockOrigin: string, cpuRatioMain: number | null): Promise<PromptComparison> => {
+const pairedVsFull = async (full: Server, other: Server, scenario: ScenarioName, mode: Mode, mockOrigin: string, cpuRatioMain: number | null): Promise<FullComparison> => {
   const runClosedLoop = findWrk() !== null && !options.forceNodeDriver ? runWrk : runNodeClosedLoop
   const slice = async (server: Server): Promise<{ rps: number, cpuUs: number | null }> => {
     const before = cpuMs(server.pid)
@@ -982,32 +1037,34 @@ const pairedPromptVsFull = async (full: Server, prompt: Server, mode: Mode, mock
     const requests = result.rps * (options.pairedSliceS + 1)
     return { rps: result.rps, cpuUs: before === null || after === null || requests <= 0 ? null : (after - before) * 1000 / requests }
   }
-  const rounds: PromptComparison['rounds'] = []
+  const rounds: FullComparison['rounds'] = []
   for (let round = 0; round < options.pairedRounds; round++) {
     let f: { rps: number, cpuUs: number | null }
-    let p: { rps: number, cpuUs: number | null }
+    let o: { rps: number, cpuUs: number | null }
     if (round % 2 === 0) {
       f = await slice(full)
-      p = await slice(prompt)
+      o = await slice(other)
     } else {
-      p = await slice(prompt)
+      o = await slice(other)
       f = await slice(full)
     }
-    rounds.push({ fullRps: f.rps, promptRps: p.rps, fullCpuUs: f.cpuUs, promptCpuUs: p.cpuUs })
+    rounds.push({ fullRps: f.rps, otherRps: o.rps, fullCpuUs: f.cpuUs, otherCpuUs: o.cpuUs })
   }
-  const cpuRatios = rounds.filter((r) => r.fullCpuUs !== null && r.promptCpuUs !== null && r.fullCpuUs > 0).map((r) => r.promptCpuUs! / r.fullCpuUs!)
-  const rpsRatios = rounds.filter((r) => r.fullRps > 0).map((r) => r.promptRps / r.fullRps)
-  const cpuRatioMedian = median(cpuRatios)
-  return { mode, cpuRatioMain, rounds, cpuRatioMedian, rpsRatioMedian: median(rpsRatios), target: cpuRatioMedian === null ? null : cpuRatioMedian <= promptTargets.cpuRatioToFull }
+  const measured = rounds.filter((r) => r.fullCpuUs !== null && r.otherCpuUs !== null && r.fullCpuUs > 0)
+  const cpuRatioMedian = median(measured.map((r) => r.otherCpuUs! / r.fullCpuUs!))
+  const cpuDeltaMedianUs = median(measured.map((r) => r.otherCpuUs! - r.fullCpuUs!))
+  const rpsRatios = rounds.filter((r) => r.fullRps > 0).map((r) => r.otherRps / r.fullRps)
+  return { scenario, mode, cpuRatioMain, rounds, cpuRatioMedian, cpuDeltaMedianUs, rpsRatioMedian: median(rpsRatios), target: targetOf(scenario).met(cpuRatioMedian, cpuDeltaMedianUs) }
 }
 
-const promptTable = (rows: PromptComparison[]): string => {
-  const header = ['prompt vs full', 'mode', 'rounds', `cpu/req ratio median (<=${fmt(promptTargets.cpuRatioToFull)})`, 'min', 'max', 'rps ratio median', 'cpu/req ratio, main runs']
+const versusFullTable = (rows: FullComparison[]): string => {
+  const header = ['vs full', 'mode', 'rounds', 'cpu/req ratio median', 'min', 'max', 'cpu delta us median', 'target', 'rps ratio median', 'cpu/req ratio, main runs']
   return table(header, rows.map((r) => {
-    const ratios = r.rounds.filter((x) => x.fullCpuUs !== null && x.promptCpuUs !== null && x.fullCpuUs > 0).map((x) => x.promptCpuUs! / x.fullCpuUs!)
+    const ratios = r.rounds.filter((x) => x.fullCpuUs !== null && x.otherCpuUs !== null && x.fullCpuUs > 0).map((x) => x.otherCpuUs! / x.fullCpuUs!)
     return [
-      'gateway-prompt', r.mode, String(r.rounds.length), `${fmt(r.cpuRatioMedian)}${mark(r.target)}`,
+      r.scenario, r.mode, String(r.rounds.length), fmt(r.cpuRatioMedian),
       fmt(ratios.length === 0 ? null : Math.min(...ratios)), fmt(ratios.length === 0 ? null : Math.max(...ratios)),
+      r.cpuDeltaMedianUs === null ? '-' : r.cpuDeltaMedianUs.toFixed(1), `${targetOf(r.scenario).text}${mark(r.target)}`,
       fmt(r.rpsRatioMedian), fmt(r.cpuRatioMain)
     ]
   }))
@@ -1061,11 +1118,11 @@ const main = async (): Promise<void> => {
     let server: Server
     try {
       if (scenario === 'mock') {
-        server = { origin: mockOrigin, logStore: null, pid: mockPid, apiKey: null, virtualKey: null, promptSlug: null, redis: null, stop: async () => {} }
+        server = { origin: mockOrigin, logStore: null, pid: mockPid, apiKey: null, virtualKey: null, promptSlug: null, config: null, redis: null, stop: async () => {} }
       } else if (scenario === 'bare') {
         const bare = await spawnWithReadyLine(join(distBench, 'bare-forwarder.js'), { PORT: '0', UPSTREAM: mockOrigin })
         pinServer(bare.child.pid!)
-        server = { origin: `http://127.0.0.1:${bare.port}`, logStore: null, pid: bare.child.pid!, apiKey: null, virtualKey: null, promptSlug: null, redis: null, stop: () => stopChild(bare.child) }
+        server = { origin: `http://127.0.0.1:${bare.port}`, logStore: null, pid: bare.child.pid!, apiKey: null, virtualKey: null, promptSlug: null, config: null, redis: null, stop: () => stopChild(bare.child) }
       } else {
         server = await startGateway(mockOrigin, gatewayKinds[scenario]!, clickHouse?.url ?? null)
       }
@@ -1089,7 +1146,7 @@ const main = async (): Promise<void> => {
     log(`bench: paired req/s ratios, ${options.pairedRounds} rounds of ${options.pairedSliceS}s slices (+1s warm-up each), bare and gateway alternating`)
     const bareChild = await spawnWithReadyLine(join(distBench, 'bare-forwarder.js'), { PORT: '0', UPSTREAM: mockOrigin })
     pinServer(bareChild.child.pid!)
-    const bare: Server = { origin: `http://127.0.0.1:${bareChild.port}`, logStore: null, pid: bareChild.child.pid!, apiKey: null, virtualKey: null, promptSlug: null, redis: null, stop: () => stopChild(bareChild.child) }
+    const bare: Server = { origin: `http://127.0.0.1:${bareChild.port}`, logStore: null, pid: bareChild.child.pid!, apiKey: null, virtualKey: null, promptSlug: null, config: null, redis: null, stop: () => stopChild(bareChild.child) }
     try {
       for (const scenario of pairedScenarios) {
         const gateway = await startGateway(mockOrigin, gatewayKinds[scenario]!, clickHouse?.url ?? null)
@@ -1107,23 +1164,26 @@ const main = async (): Promise<void> => {
       await bare.stop()
     }
   }
-  const promptComparisons: PromptComparison[] = []
+  const fullComparisons: FullComparison[] = []
   const ran = (scenario: ScenarioName): boolean => results.some((r) => r.scenario === scenario && r.skipped === null)
-  if (options.pairedRounds > 0 && ran('gateway-full') && ran('gateway-prompt')) {
-    log(`bench: gateway-prompt against gateway-full, ${options.pairedRounds} rounds of ${options.pairedSliceS}s slices (+1s warm-up each), alternating`)
+  const againstFull = versusFull.filter((v) => ran(v.scenario))
+  if (options.pairedRounds > 0 && ran('gateway-full') && againstFull.length > 0) {
+    log(`bench: ${againstFull.map((v) => v.scenario).join(', ')} against gateway-full, ${options.pairedRounds} rounds of ${options.pairedSliceS}s slices (+1s warm-up each), alternating`)
     const full = await startGateway(mockOrigin, 'full', clickHouse?.url ?? null)
     try {
-      const prompt = await startGateway(mockOrigin, 'prompt', clickHouse?.url ?? null)
-      try {
-        for (const mode of modes) {
-          const mainFull = results.find((r) => r.scenario === 'gateway-full' && r.mode === mode)?.serverCpuUsPerRequest ?? null
-          const mainPrompt = results.find((r) => r.scenario === 'gateway-prompt' && r.mode === mode)?.serverCpuUsPerRequest ?? null
-          const row = await pairedPromptVsFull(full, prompt, mode, mockOrigin, mainFull === null || mainPrompt === null || mainFull <= 0 ? null : mainPrompt / mainFull)
-          log(`  gateway-prompt/${mode}: cpu/req ratios ${row.rounds.map((r) => (r.fullCpuUs === null || r.promptCpuUs === null ? '-' : fmt(r.promptCpuUs / r.fullCpuUs))).join(' ')}`)
-          promptComparisons.push(row)
+      for (const { scenario, kind } of againstFull) {
+        const other = await startGateway(mockOrigin, kind, clickHouse?.url ?? null)
+        try {
+          for (const mode of modes) {
+            const mainFull = results.find((r) => r.scenario === 'gateway-full' && r.mode === mode)?.serverCpuUsPerRequest ?? null
+            const mainOther = results.find((r) => r.scenario === scenario && r.mode === mode)?.serverCpuUsPerRequest ?? null
+            const row = await pairedVsFull(full, other, scenario, mode, mockOrigin, mainFull === null || mainOther === null || mainFull <= 0 ? null : mainOther / mainFull)
+            log(`  ${scenario}/${mode}: cpu/req ratios ${row.rounds.map((r) => (r.fullCpuUs === null || r.otherCpuUs === null ? '-' : fmt(r.otherCpuUs / r.fullCpuUs))).join(' ')}`)
+            fullComparisons.push(row)
+          }
+        } finally {
+          await other.stop()
         }
-      } finally {
-        await prompt.stop()
       }
     } finally {
       await full.stop()
@@ -1173,9 +1233,9 @@ const main = async (): Promise<void> => {
     process.stdout.write(`\n${pairedTable(paired)}\n`)
     process.stdout.write(`paired = bare forwarder and gateway measured in alternating ${options.pairedSliceS}s slices at ${options.connections} connections, both running; one ratio per round\n`)
   }
-  if (promptComparisons.length > 0) {
-    process.stdout.write(`\n${promptTable(promptComparisons)}\n`)
-    process.stdout.write(`prompt vs full = server CPU per request (and req/s) of gateway-prompt over gateway-full, both running, in alternating ${options.pairedSliceS}s slices at ${options.connections} connections; one ratio per round\n`)
+  if (fullComparisons.length > 0) {
+    process.stdout.write(`\n${versusFullTable(fullComparisons)}\n`)
+    process.stdout.write(`vs full = server CPU per request (and req/s) of the scenario against gateway-full, both running, in alternating ${options.pairedSliceS}s slices at ${options.connections} connections; one ratio and one difference per round\n`)
   }
   process.stdout.write('\nerrors = closed-loop/open-loop; latencies at the fixed rate and TTFB are from the scheduled send time\n')
 
@@ -1199,7 +1259,7 @@ const main = async (): Promise<void> => {
     limitsComparisons,
     loggingComparisons,
     pairedComparisons: paired,
-    promptComparisons
+    fullComparisons
   }
   mkdirSync(resultsDir, { recursive: true })
   const file = join(resultsDir, `${startedAt.toISOString().replace(/:/g, '-')}.json`)

@@ -66,6 +66,7 @@ interface Step<F> {
 type RequestHook = (ctx: RequestContext) => HookResult | Promise<HookResult>
 type ResponseHook = (ctx: RequestContext, reply: Reply) => GatewayError | undefined
 type ChunkHook = (ctx: RequestContext, event: SseEvent) => SseEvent | null
+type WantsChunks = (ctx: RequestContext) => boolean
 type LogHook = (ctx: RequestContext) => void
 type AttemptHook = (ctx: RequestContext, attempt: Attempt) => HookResult | Promise<HookResult>
 type AttemptEndHook = (ctx: RequestContext, attempt: Attempt) => void
@@ -103,6 +104,10 @@ export class Pipeline {
   readonly #onChunk: readonly Step<ChunkHook>[]
   readonly #onLog: readonly Step<LogHook>[]
   readonly #fullTransform: EventTransform | null
+  /** Per `onChunk` step (same order), its plugin's `wantsChunks`, or `null` when it always wants them. */
+  readonly #wantsChunks: ReadonlyArray<{ readonly rank: number; readonly wants: WantsChunks | null }>
+  /** Whether every `onChunk` plugin can decline a reply (then the transform is chosen per request). */
+  readonly #chunksOptional: boolean
   /** Data-plane groups check `x-gateway-metadata` (API.md §2); the Admin API has no use for it. */
   readonly #checksMetadata: boolean
   readonly #logger: Logger
@@ -123,6 +128,11 @@ export class Pipeline {
     this.#gate = new PipelineAttemptGate(stepsOf<AttemptHook>(members, 'onAttempt'), stepsOf<AttemptEndHook>(members, 'onAttemptEnd'), logger)
     this.#onResponse = stepsOf<ResponseHook>(members, 'onResponse').reverse()
     this.#onChunk = stepsOf<ChunkHook>(members, 'onChunk').reverse()
+    this.#wantsChunks = this.#onChunk.map((step) => {
+      const plugin = members[step.rank]!.plugin
+      return { rank: step.rank, wants: typeof plugin.wantsChunks === 'function' ? plugin.wantsChunks.bind(plugin) : null }
+    })
+    this.#chunksOptional = this.#wantsChunks.length > 0 && this.#wantsChunks.every((entry) => entry.wants !== null)
     this.#onLog = terminalFirst(stepsOf<LogHook>(members, 'onLog'), this.#terminal.rank)
     this.#logger = logger
     this.#checksMetadata = group === 'inference' || group === 'passthrough'
@@ -197,7 +207,7 @@ export class Pipeline {
       reply = this.errorReply(ctx, gatewayError(ERRORS.GW_INTERNAL))
     }
     try {
-      const sending = exchange.send(ctx, reply, reached === this.#size ? this.#fullTransform : this.#transformFor(reached))
+      const sending = exchange.send(ctx, reply, this.#transformOf(ctx, reply, reached))
       if (sending !== undefined) await sending
     } catch (error) {
       this.#logger.error({ err: error, group: this.group, requestId: ctx.requestId }, 'sending the reply failed')
@@ -236,6 +246,19 @@ export class Pipeline {
     }
     ctx.body = parsed as JsonObject
     return undefined
+  }
+
+  /**
+   * The event transform for this reply: none unless it streams and some plugin that ran wants its
+   * events (`wantsChunks`), so a stream nobody rewrites is relayed without parsing.
+   */
+  #transformOf(ctx: RequestContext, reply: Reply, reached: number): EventTransform | null {
+    const transform = reached === this.#size ? this.#fullTransform : this.#transformFor(reached)
+    if (transform === null || !this.#chunksOptional) return transform
+    const body = reply.body
+    if (body === null || typeof body !== 'object' || !('source' in body)) return null
+    for (const entry of this.#wantsChunks) if (entry.rank < reached && entry.wants!(ctx)) return transform
+    return null
   }
 
   #transformFor(reached: number): EventTransform | null {

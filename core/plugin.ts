@@ -81,6 +81,12 @@ export interface GatewayPlugin {
   /** One streamed event; return it (possibly changed), or `null` to drop it. Synchronous. */
   onChunk?(ctx: RequestContext, event: SseEvent): SseEvent | null
   /**
+   * Whether this request's streamed reply needs this plugin's `onChunk` (asked once per reply,
+   * before it is sent; absent: always). When no plugin of the group wants a reply's events, core
+   * relays its bytes as they come instead of parsing and re-serialising every event.
+   */
+  wantsChunks?(ctx: RequestContext): boolean
+  /**
    * The exchange is over (see `ctx.outcome`). Enqueue work only; must not throw. The terminal
    * plugin's `onLog` runs before all others, so slots it fills here are final for them.
    */

@@ -9,7 +9,6 @@ export const routing = definePlugin({
   priority: 820,
   groups: ['inference', 'passthrough'],
   phases: ['onRequest'],
-  requires: ['auth'],
   configSchema: routingConfigSchema,
   inject: [AdminStore, ChangeNotifier, Clock, Logger],
   create: (config, [store, notifier, clock, logger]) => new RoutingPlugin(config, store, notifier, clock, logger),

@@ -262,6 +262,7 @@ describe('plugin switches', () => {
           'admin-api': { enabled: false },
           audit: { enabled: false },
           'virtual-key': { enabled: false },
+          routing: { enabled: false },
           'prompt-render': { enabled: false },
           'rate-limit': { enabled: false },
           budget: { enabled: false },

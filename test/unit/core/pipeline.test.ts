@@ -279,6 +279,37 @@ describe('Pipeline', () => {
     expect(second.transform).toBeNull()
   })
 
+  it('passes no transform when every onChunk plugin declines the reply (wantsChunks), and one when any wants it', async () => {
+    const streamReply = (): Reply => ({
+      status: 200,
+      headers: [['content-type', 'text/event-stream']],
+      body: { source: { consume: () => {}, pause: () => {}, resume: () => {}, destroy: () => {} }, sse: true, toError: () => gatewayError(ERRORS.GW_INTERNAL) },
+    })
+    let wanted = false
+    const picky: GatewayPlugin = { onChunk: (_ctx, event) => event, wantsChunks: () => wanted }
+    const pipeline = new Pipeline('inference', 'data', [
+      { name: 'picky', plugin: picky },
+      { name: 't', plugin: { onForward: async () => streamReply() } },
+    ], silent)
+    const declined = new FakeExchange()
+    await pipeline.handle(makeCtx(), declined)
+    expect(declined.transform).toBeNull()
+    wanted = true
+    const accepted = new FakeExchange()
+    await pipeline.handle(makeCtx(), accepted)
+    expect(accepted.transform).not.toBeNull()
+    // A plugin without wantsChunks always wants the events, whatever the others say.
+    wanted = false
+    const always = new Pipeline('inference', 'data', [
+      { name: 'picky', plugin: picky },
+      { name: 'plain', plugin: { onChunk: (_ctx: RequestContext, event: SseEvent) => event } },
+      { name: 't', plugin: { onForward: async () => streamReply() } },
+    ], silent)
+    const mixed = new FakeExchange()
+    await always.handle(makeCtx(), mixed)
+    expect(mixed.transform).not.toBeNull()
+  })
+
   it("runs the terminal's onLog before every other onLog, so a slot it fills there is final for plugins ranked above and below it", async () => {
     const usage = { promptTokens: 3, completionTokens: 4, totalTokens: 7, cachedTokens: 0 }
     const seen: Array<[string, number | null]> = []
