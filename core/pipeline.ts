@@ -302,19 +302,47 @@ class PipelineAttemptGate implements AttemptGate {
     this.empty = admit.length === 0
   }
 
-  async admit(ctx: RequestContext, attempt: Attempt): Promise<HookResult> {
-    for (const step of this.#admit) {
+  /** Synchronous while the hooks are (most attempts: nothing to look up), async from the first pending one. */
+  admit(ctx: RequestContext, attempt: Attempt): HookResult | Promise<HookResult> {
+    const steps = this.#admit
+    for (let index = 0; index < steps.length; index++) {
+      const step = steps[index] as Step<AttemptHook>
       attempt.hooksRan += 1
+      let value: HookResult | Promise<HookResult>
       try {
-        const value = step.fn(ctx, attempt)
-        const result = isPromise(value) ? await value : value
-        if (result !== undefined) return result
+        value = step.fn(ctx, attempt)
       } catch (error) {
-        this.#logger.error({ err: error, plugin: step.name, phase: 'onAttempt', requestId: ctx.requestId }, 'plugin hook threw')
-        return gatewayError(ERRORS.GW_INTERNAL)
+        return this.#threw(ctx, step, error)
       }
+      if (isPromise(value)) return this.#admitFrom(ctx, attempt, value, step, index)
+      if (value !== undefined) return value
     }
     return undefined
+  }
+
+  /** The rest of `admit` once step `index` returned a promise. */
+  async #admitFrom(ctx: RequestContext, attempt: Attempt, pending: Promise<HookResult>, step: Step<AttemptHook>, index: number): Promise<HookResult> {
+    let current = step
+    try {
+      const first = await pending
+      if (first !== undefined) return first
+      const steps = this.#admit
+      for (let next = index + 1; next < steps.length; next++) {
+        current = steps[next] as Step<AttemptHook>
+        attempt.hooksRan += 1
+        const value = current.fn(ctx, attempt)
+        const result = isPromise(value) ? await value : value
+        if (result !== undefined) return result
+      }
+      return undefined
+    } catch (error) {
+      return this.#threw(ctx, current, error)
+    }
+  }
+
+  #threw(ctx: RequestContext, step: Step<AttemptHook>, error: unknown): GatewayError {
+    this.#logger.error({ err: error, plugin: step.name, phase: 'onAttempt', requestId: ctx.requestId }, 'plugin hook threw')
+    return gatewayError(ERRORS.GW_INTERNAL)
   }
 
   end(ctx: RequestContext, attempt: Attempt): void {

@@ -147,7 +147,15 @@ export class ConfigRouter {
   async #target(ctx: RequestContext, plan: RoutingPlan, target: RoutingTarget, gate: AttemptGate): Promise<Outcome> {
     const attempts = ctx.attempts as Attempt[]
     const breaker = target.breaker === null ? null : this.#breaker
-    const circuitKey = breaker === null ? '' : `${ctx.principal?.workspaceId ?? ''}:${plan.id}:${target.path}`
+    // Per workspace, config version and target; an inline config has no identity of its own, so its
+    // target's provider, key and host are part of the key (two inline configs share a circuit only
+    // when they send to the same place).
+    const circuitKey =
+      breaker === null
+        ? ''
+        : plan.slug === null
+          ? `${ctx.principal?.workspaceId ?? ''}:inline:${target.path}:${target.provider ?? ''}:${target.virtualKey ?? ''}:${target.customHost ?? ''}`
+          : `${ctx.principal?.workspaceId ?? ''}:${plan.id}:${target.path}`
     const { body, rawBody } = bodyFor(ctx, target)
     for (let retry = 0; ; retry++) {
       const attempt = new Attempt({ index: attempts.length, target, retry, body, rawBody, startedAt: performance.now() })
@@ -184,7 +192,8 @@ export class ConfigRouter {
   /** One attempt: the hooks, then upstream; a stream is served only once its first chunk came. */
   async #attempt(ctx: RequestContext, attempt: Attempt, gate: AttemptGate): Promise<Outcome> {
     if (!gate.empty) {
-      const admitted = await gate.admit(ctx, attempt)
+      const admission = gate.admit(ctx, attempt)
+      const admitted = admission instanceof Promise ? await admission : admission
       if (admitted instanceof GatewayError) {
         attempt.status = admitted.status
         attempt.error = admitted

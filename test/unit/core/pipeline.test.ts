@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest'
-import { ClientAbort, RequestContext, type SseEvent } from '../../../core/context.js'
+import { Attempt, ClientAbort, RequestContext, type SseEvent } from '../../../core/context.js'
 import { ERRORS, GatewayError, gatewayError } from '../../../core/errors.js'
 import { Pipeline, type ClientExchange, type EventTransform } from '../../../core/pipeline.js'
-import { jsonReply, type GatewayPlugin, type Reply } from '../../../core/plugin.js'
+import { jsonReply, type AttemptGate, type GatewayPlugin, type Reply } from '../../../core/plugin.js'
+import { checkRoutingConfig, compileRoutingConfig, type RoutingNode } from '../../../core/routing-config.js'
 import { INFERENCE_ROUTES, type RouteSpec } from '../../../core/routes.js'
 import type { Logger } from '../../../core/service.js'
 
@@ -277,6 +278,60 @@ describe('Pipeline', () => {
     const second = new FakeExchange()
     await plain.handle(makeCtx(), second)
     expect(second.transform).toBeNull()
+  })
+
+  it('hands the terminal a gate that runs onAttempt hooks by priority (sync while they are), stops at the first answer, and ends only the hooks that ran', async () => {
+    const check = checkRoutingConfig({ provider: 'openai', api_key: 'sk' }, 'inline')
+    if (!check.ok) throw new Error('config')
+    const target = (compileRoutingConfig(check.config, null).root as Extract<RoutingNode, { kind: 'target' }>).target
+    const calls: string[] = []
+    let refuse = false
+    const first: GatewayPlugin = { onAttempt: () => { calls.push('first'); return undefined }, onAttemptEnd: () => { calls.push('end first') } }
+    const second: GatewayPlugin = {
+      onAttempt: async () => { calls.push('second'); return refuse ? gatewayError(ERRORS.GW_RATE_LIMITED) : undefined },
+      onAttemptEnd: () => { calls.push('end second') },
+    }
+    const third: GatewayPlugin = { onAttempt: () => { calls.push('third'); throw new Error('bug') }, onAttemptEnd: () => { calls.push('end third') } }
+    let gate: AttemptGate | null = null
+    const results: unknown[] = []
+    const pipeline = new Pipeline('inference', 'data', [
+      { name: 'first', plugin: first },
+      { name: 'second', plugin: second },
+      { name: 'third', plugin: third },
+      {
+        name: 't',
+        plugin: {
+          onForward: async (ctx: RequestContext, given: AttemptGate) => {
+            gate = given
+            const attempt = new Attempt({ index: 0, target, retry: 0, body: null, rawBody: null, startedAt: 0 })
+            results.push(await given.admit(ctx, attempt))
+            given.end(ctx, attempt)
+            return jsonReply(200, {})
+          },
+        },
+      },
+    ], silent)
+    refuse = true
+    await pipeline.handle(makeCtx(), new FakeExchange())
+    expect(calls).toEqual(['first', 'second', 'end first', 'end second'])
+    expect((results[0] as GatewayError).code).toBe('GW_RATE_LIMITED')
+    calls.length = 0
+    refuse = false
+    await pipeline.handle(makeCtx(), new FakeExchange())
+    // A hook that throws refuses the attempt with a generic 500; every hook that ran is ended.
+    expect(calls).toEqual(['first', 'second', 'third', 'end first', 'end second', 'end third'])
+    expect((results[1] as GatewayError).code).toBe('GW_INTERNAL')
+    expect(gate!.empty).toBe(false)
+    // Synchronous hooks answer synchronously.
+    const syncOnly = new Pipeline('inference', 'data', [
+      { name: 'first', plugin: first },
+      { name: 't', plugin: { onForward: async (ctx: RequestContext, given: AttemptGate) => {
+        results.push(given.admit(ctx, new Attempt({ index: 0, target, retry: 0, body: null, rawBody: null, startedAt: 0 })))
+        return jsonReply(200, {})
+      } } },
+    ], silent)
+    await syncOnly.handle(makeCtx(), new FakeExchange())
+    expect(results[2]).toBeUndefined()
   })
 
   it('passes no transform when every onChunk plugin declines the reply (wantsChunks), and one when any wants it', async () => {
