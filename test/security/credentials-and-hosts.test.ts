@@ -145,11 +145,17 @@ describe('a virtual key with x-gateway-custom-host (item 3)', () => {
     expect(mock.requests).toHaveLength(0)
   })
 
-  it('refuses a config sent with a virtual key (configs are not enabled) instead of ignoring it', async () => {
+  it('refuses an inline config that points the virtual key at a host, alone or next to the virtual-key header', async () => {
     const inline = JSON.stringify({ virtual_key: slug, custom_host: attacker.url })
-    const response = await chat({ 'x-gateway-api-key': key, 'x-gateway-virtual-key': slug, 'x-gateway-config': inline })
-    expect(response.status).toBe(400)
-    expect(response.json.error.message).toContain('Configs are not enabled')
+    const withHeader = await chat({ 'x-gateway-api-key': key, 'x-gateway-virtual-key': slug, 'x-gateway-config': inline })
+    expect(withHeader.status).toBe(400)
+    expect(withHeader.json.error.code).toBe('GW_CONFIG_INVALID')
+    const alone = await chat({ 'x-gateway-api-key': key, 'x-gateway-config': inline })
+    expect(alone.status).toBe(400)
+    expect(alone.json.error.message).toContain('custom_host')
+    // Inherited from a parent node, too.
+    const nested = JSON.stringify({ strategy: { mode: 'fallback' }, custom_host: attacker.url, targets: [{ virtual_key: slug }] })
+    expect((await chat({ 'x-gateway-api-key': key, 'x-gateway-config': nested })).status).toBe(400)
     expect(attacker.requests).toHaveLength(0)
     expect(mock.requests).toHaveLength(0)
   })

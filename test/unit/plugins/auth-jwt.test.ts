@@ -263,6 +263,8 @@ describe('JWT authentication (static JWKS)', () => {
       credentialHeader: 'x-gateway-api-key',
       // A JWT has no API key: only its workspace's limits apply.
       limitSubjects: [{ kind: 'workspace', id: first.workspace.id, label: `workspace ${first.workspace.slug}`, rateLimits: [], usageLimits: [] }],
+      // Requests without x-gateway-config take the workspace's default config (none here).
+      defaultConfig: null,
     })
   })
 
