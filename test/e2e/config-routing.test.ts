@@ -177,6 +177,36 @@ describe('load balancing', () => {
   })
 })
 
+describe('load balancing with a seed', () => {
+  it('picks the same sequence of targets on two gateways started with the same loadbalanceSeed', async () => {
+    const config = { strategy: { mode: 'loadbalance' }, targets: [target(a, { weight: 1 }), target(b, { weight: 1 }), target(c, { weight: 1 })] }
+    const sequence = async (seed: number): Promise<string[]> => {
+      const seeded = await startTestGateway({ overlay: { plugins: { forward: { config: { loadbalanceSeed: seed } } } } })
+      try {
+        const seededKey = (await seeded.workspaceKey(['completions.write'])).key
+        const picks: string[] = []
+        for (let i = 0; i < 24; i++) {
+          const response = await fetch(`${seeded.url}/v1/chat/completions`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json', 'x-gateway-api-key': seededKey, 'x-gateway-config': JSON.stringify(config) },
+            body: JSON.stringify(CHAT_BODY),
+          })
+          await response.arrayBuffer()
+          picks.push(response.headers.get('x-gateway-last-used-option-index') ?? '')
+        }
+        return picks
+      } finally {
+        await seeded.close()
+      }
+    }
+    const first = await sequence(42)
+    expect(await sequence(42)).toEqual(first)
+    // Every target is picked, and another seed gives another order.
+    expect(new Set(first).size).toBe(3)
+    expect(await sequence(7)).not.toEqual(first)
+  })
+})
+
 describe('conditional routing', () => {
   const conditional = () => ({
     strategy: {
