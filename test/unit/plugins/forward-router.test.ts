@@ -66,12 +66,13 @@ function collect(stream: ByteStream): { chunks: string[]; ended: boolean; error:
 }
 
 describe('PrimedStream', () => {
-  it('settles on the first chunk, pauses the source, then replays it and follows the source', async () => {
+  it('settles on the first chunk, keeps what arrives before consume, then replays it and follows the source', async () => {
     const source = new FakeStream()
     const primed = new PrimedStream(source)
     source.onData!(Buffer.from('one'))
     expect(await primed.first).toEqual({ kind: 'data' })
-    expect(source.paused).toBe(true)
+    // A small start does not stop the socket's reads (that costs a restart).
+    expect(source.paused).toBe(false)
     // Chunks that still arrive before consume are kept in order.
     source.onData!(Buffer.from('two'))
     const seen = collect(primed)
@@ -104,13 +105,20 @@ describe('PrimedStream', () => {
     expect(collect(primed)).toEqual({ chunks: ['one'], ended: false, error: problem })
   })
 
-  it('resume before consume keeps the source paused; destroy releases it', async () => {
+  it('pauses the source when more than 64 KiB pile up before consume, resumes it on consume; destroy releases it', async () => {
     const source = new FakeStream()
     const primed = new PrimedStream(source)
-    source.onData!(Buffer.from('one'))
+    source.onData!(Buffer.alloc(40_000))
     await primed.first
+    expect(source.paused).toBe(false)
+    source.onData!(Buffer.alloc(40_000))
+    expect(source.paused).toBe(true)
+    // resume before consume keeps it paused: the chunks would only pile up.
     primed.resume()
     expect(source.paused).toBe(true)
+    const seen = collect(primed)
+    expect(seen.chunks).toHaveLength(2)
+    expect(source.paused).toBe(false)
     primed.destroy()
     expect(source.destroyed).toBe(true)
   })
