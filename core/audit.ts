@@ -50,7 +50,11 @@ export function maskSecrets(value: unknown, depth = 0): unknown {
     const masked: Record<string, unknown> = {}
     for (const [name, field] of Object.entries(value)) {
       const secret = SECRET_FIELD.test(name) || CAMEL_SECRET_FIELD.test(name)
-      masked[name] = secret && field !== null ? maskValue(name, field) : maskSecrets(field, depth + 1)
+      const kept = secret && field !== null ? maskValue(name, field) : maskSecrets(field, depth + 1)
+      // A body's own `__proto__` field (JSON.parse keeps it as data): assigning it would set the
+      // copy's prototype instead, and the field would vanish from the stored entry.
+      if (name === '__proto__') Object.defineProperty(masked, name, { value: kept, enumerable: true, writable: true, configurable: true })
+      else masked[name] = kept
     }
     return masked
   }

@@ -77,6 +77,16 @@ describe('maskSecrets', () => {
     expect(JSON.stringify(maskSecrets({ description: secret, notes: [secret] }))).not.toContain(secret)
   })
 
+  it("keeps a body's own __proto__ field as data, masked like any other, without touching the copy's prototype", () => {
+    const body = JSON.parse('{"__proto__":{"password":"hunter2","note":"kept"},"name":"x"}') as unknown
+    const masked = maskSecrets(body) as Record<string, unknown>
+    expect(Object.getPrototypeOf(masked)).toBe(Object.prototype)
+    const text = JSON.stringify(masked)
+    expect(text).toContain('"__proto__":{"password":"[redacted]","note":"kept"}')
+    expect(text).not.toContain('hunter2')
+    expect(({} as Record<string, unknown>).note).toBeUndefined()
+  })
+
   it('survives hostile depth', () => {
     let deep: unknown = 'x'
     for (let index = 0; index < 1000; index++) deep = { next: deep }
