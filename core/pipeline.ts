@@ -295,8 +295,12 @@ class PipelineAttemptGate implements AttemptGate {
   readonly #end: readonly Step<AttemptEndHook>[]
   readonly #logger: Logger
 
+  /** Ranks of the plugins with `onAttempt` (an `onAttemptEnd` alone never runs). */
+  readonly #admitRanks: ReadonlySet<number>
+
   constructor(admit: readonly Step<AttemptHook>[], end: readonly Step<AttemptEndHook>[], logger: Logger) {
     this.#admit = admit
+    this.#admitRanks = new Set(admit.map((step) => step.rank))
     this.#end = end
     this.#logger = logger
     this.empty = admit.length === 0
@@ -346,9 +350,12 @@ class PipelineAttemptGate implements AttemptGate {
   }
 
   end(ctx: RequestContext, attempt: Attempt): void {
-    const ran = this.#admit.slice(0, attempt.hooksRan).map((step) => step.rank)
+    // The admit steps run in rank order, so those that ran are exactly the first `hooksRan`.
+    const ran = attempt.hooksRan
+    if (ran === 0) return
+    const lastRank = (this.#admit[ran - 1] as Step<AttemptHook>).rank
     for (const step of this.#end) {
-      if (!ran.includes(step.rank)) continue
+      if (step.rank > lastRank || !this.#admitRanks.has(step.rank)) continue
       try {
         step.fn(ctx, attempt)
       } catch (error) {

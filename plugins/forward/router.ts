@@ -298,8 +298,9 @@ function routingHeaders(attempt: Attempt, exhausted: boolean): Array<readonly [s
   ]
 }
 
+/** The reply with the routing headers added (forward never copies a provider's `x-gateway-*` headers, and a cached reply keeps only its content type). */
 function withRoutingHeaders(reply: Reply, attempt: Attempt, exhausted: boolean): Reply {
-  return { status: reply.status, headers: [...reply.headers.filter(([name]) => !name.startsWith('x-gateway-')), ...routingHeaders(attempt, exhausted)], body: reply.body }
+  return { status: reply.status, headers: [...reply.headers, ...routingHeaders(attempt, exhausted)], body: reply.body }
 }
 
 /** Releases a reply that will not be sent. */
