@@ -15,9 +15,9 @@
  */
 import type { ApiKeyType, UserRecord, WorkspaceRecord } from '../../core/admin-records.js'
 import type { Principal } from '../../core/context.js'
-import type { GatewayError } from '../../core/errors.js'
+import { GatewayError } from '../../core/errors.js'
 import { ADMIN_KEY_SCOPES } from '../../core/scopes.js'
-import { noteAction, notFound, parseQuery, type AdminDeps, type AdminRequest } from './request.js'
+import { forbidden, noteAction, notFound, parseQuery, type AdminDeps, type AdminRequest } from './request.js'
 import { workspaceIdQuery } from './schemas.js'
 
 /**
@@ -108,6 +108,46 @@ export async function resourceWorkspace(
   if (misnamed !== null) return misnamed
   noteAction(ctx, { workspaceId: workspace.id, resourceId: resource.id })
   return workspace
+}
+
+/**
+ * The workspace of a resource the path names (`record`, `null` when no such resource exists), if the
+ * caller may see it (`resourceWorkspace`; otherwise the 404 for `what`) and, when `changing` names the
+ * resource kind (`'prompts'`), may also change it: 403 for read-only members.
+ */
+export async function pathResourceWorkspace(
+  request: AdminRequest,
+  record: { readonly id: string; readonly workspaceId: string } | null,
+  namedInBody: string | undefined,
+  what: string,
+  changing: string | null,
+): Promise<WorkspaceRecord | GatewayError> {
+  if (record === null) return notFound(what)
+  const workspace = await resourceWorkspace(request, record, namedInBody, what)
+  if (workspace instanceof GatewayError || changing === null) return workspace
+  if (!(await canManage(request.deps, request.principal, workspace))) return forbidden(`Only workspace admins and managers can change ${changing}`)
+  return workspace
+}
+
+/** The workspace a list is narrowed to, with its slug; `null` workspace: the whole organisation. */
+export interface ListScope {
+  readonly workspaceId: string | undefined
+  /** Workspace slugs by id, for the rows (the scope's own, when there is one). */
+  readonly slugs: Map<string, string>
+}
+
+/**
+ * The workspace a list request covers: the one its `workspace_id` names, else the caller's own (a
+ * workspace key or JWT), else every workspace of the organisation. An unknown or invisible one is 404.
+ */
+export async function listScope(request: AdminRequest, workspaceIdParam: string | undefined): Promise<ListScope | GatewayError> {
+  const { deps, principal } = request
+  const slugs = new Map<string, string>()
+  if (workspaceIdParam === undefined && principal.workspaceId === null) return { workspaceId: undefined, slugs }
+  const workspace = await visibleWorkspace(deps, principal, workspaceIdParam ?? principal.workspaceId ?? undefined)
+  if (workspace === null) return notFound('Workspace')
+  slugs.set(workspace.id, workspace.slug)
+  return { workspaceId: workspace.id, slugs }
 }
 
 /** A user's rank in `workspace` (`RANKS`): their organisation role, else their membership's role. */

@@ -17,7 +17,7 @@ import type { CollectionRecord, WorkspaceRecord } from '../../core/admin-records
 import type { Principal } from '../../core/context.js'
 import { ERRORS, GatewayError, isGatewayError } from '../../core/errors.js'
 import { jsonReply, type Reply } from '../../core/plugin.js'
-import { canManage, resourceWorkspace, targetWorkspace, visibleWorkspace } from './access.js'
+import { canManage, listScope, pathResourceWorkspace, targetWorkspace } from './access.js'
 import { newSlug, publishPromptChange } from './prompt-templates.js'
 import {
   commit,
@@ -131,21 +131,16 @@ interface Found {
   readonly workspace: WorkspaceRecord
 }
 
-/** The collection of the path if the caller may see it (404 otherwise; see `resourceWorkspace`). */
-async function visibleCollection(request: AdminRequest, namedInBody: string | undefined): Promise<Found | GatewayError> {
-  const { deps, principal, ctx } = request
-  const collection = await deps.store.findCollection(principal.organisationId, ctx.params.collectionId ?? '')
-  if (collection === null) return notFound('Collection')
-  const workspace = await resourceWorkspace(request, collection, namedInBody, 'Collection')
-  return workspace instanceof GatewayError ? workspace : { collection, workspace }
+/** The collection of the path (UUID or slug) if the caller may see it, and with `change` also change it (see `pathResourceWorkspace`). */
+async function visibleCollection(request: AdminRequest, namedInBody: string | undefined, change = false): Promise<Found | GatewayError> {
+  const collection = await request.deps.store.findCollection(request.principal.organisationId, request.ctx.params.collectionId ?? '')
+  const workspace = await pathResourceWorkspace(request, collection, namedInBody, 'Collection', change ? 'collections' : null)
+  return workspace instanceof GatewayError ? workspace : { collection: collection!, workspace }
 }
 
 /** The collection of the path if the caller may also change it (403 for read-only members). */
-async function changeableCollection(request: AdminRequest, namedInBody: string | undefined): Promise<Found | GatewayError> {
-  const found = await visibleCollection(request, namedInBody)
-  if (found instanceof GatewayError) return found
-  if (!(await canManage(request.deps, request.principal, found.workspace))) return forbidden('Only workspace admins and managers can change collections')
-  return found
+function changeableCollection(request: AdminRequest, namedInBody: string | undefined): Promise<Found | GatewayError> {
+  return visibleCollection(request, namedInBody, true)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -199,14 +194,9 @@ async function listCollections(request: AdminRequest): Promise<Reply | GatewayEr
   if (!query.ok) return query.error
   const { deps, principal } = request
   const { current_page, page_size, workspace_id, search } = query.value
-  let workspaceId: string | undefined
-  const slugs = new Map<string, string>()
-  if (workspace_id !== undefined || principal.workspaceId !== null) {
-    const workspace = await visibleWorkspace(deps, principal, workspace_id ?? principal.workspaceId ?? undefined)
-    if (workspace === null) return notFound('Workspace')
-    workspaceId = workspace.id
-    slugs.set(workspace.id, workspace.slug)
-  }
+  const scope = await listScope(request, workspace_id)
+  if (scope instanceof GatewayError) return scope
+  const { workspaceId, slugs } = scope
   const filter = { ...(workspaceId === undefined ? {} : { workspaceId }), ...(search === undefined ? {} : { search }) }
   const page = await deps.store.listCollections(principal.organisationId, filter, pageOf(current_page, page_size))
   const siblings = new Map<string, readonly CollectionRecord[]>()

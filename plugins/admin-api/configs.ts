@@ -41,7 +41,7 @@ import type { Principal } from '../../core/context.js'
 import { ERRORS, GatewayError, gatewayError, isGatewayError } from '../../core/errors.js'
 import { jsonReply, type Reply } from '../../core/plugin.js'
 import { checkRoutingConfig, formatConfigPath, MAX_CONFIG_BYTES, type ConfigNodeInput } from '../../core/routing-config.js'
-import { canManage, resourceWorkspace, targetWorkspace, visibleWorkspace } from './access.js'
+import { canManage, listScope, pathResourceWorkspace, targetWorkspace } from './access.js'
 import { defaultsOf } from './inputs.js'
 import { newSlug } from './prompt-templates.js'
 import {
@@ -288,21 +288,16 @@ interface Found {
   readonly workspace: WorkspaceRecord
 }
 
-/** The config of the path (UUID or slug) if the caller may see it (404 otherwise; see `resourceWorkspace`). */
-async function visibleConfig(request: AdminRequest, namedInBody: string | undefined): Promise<Found | GatewayError> {
-  const { deps, principal, ctx } = request
-  const config = await deps.store.findConfig(principal.organisationId, ctx.params.configId ?? '')
-  if (config === null) return notFound('Config')
-  const workspace = await resourceWorkspace(request, config, namedInBody, 'Config')
-  return workspace instanceof GatewayError ? workspace : { config, workspace }
+/** The config of the path (UUID or slug) if the caller may see it, and with `change` also change it (see `pathResourceWorkspace`). */
+async function visibleConfig(request: AdminRequest, namedInBody: string | undefined, change = false): Promise<Found | GatewayError> {
+  const config = await request.deps.store.findConfig(request.principal.organisationId, request.ctx.params.configId ?? '')
+  const workspace = await pathResourceWorkspace(request, config, namedInBody, 'Config', change ? 'configs' : null)
+  return workspace instanceof GatewayError ? workspace : { config: config!, workspace }
 }
 
 /** The config of the path if the caller may also change it (403 for read-only members). */
-async function changeableConfig(request: AdminRequest, namedInBody: string | undefined): Promise<Found | GatewayError> {
-  const found = await visibleConfig(request, namedInBody)
-  if (found instanceof GatewayError) return found
-  if (!(await canManage(request.deps, request.principal, found.workspace))) return forbidden('Only workspace admins and managers can change configs')
-  return found
+function changeableConfig(request: AdminRequest, namedInBody: string | undefined): Promise<Found | GatewayError> {
+  return visibleConfig(request, namedInBody, true)
 }
 
 /** The body's own `config` value (not zod's copy), so the stored JSON is the object as sent. */
@@ -389,14 +384,9 @@ async function listConfigs(request: AdminRequest): Promise<Reply | GatewayError>
   if (!query.ok) return query.error
   const { deps, principal } = request
   const { current_page, page_size, workspace_id } = query.value
-  let workspaceId: string | undefined
-  const slugs = new Map<string, string>()
-  if (workspace_id !== undefined || principal.workspaceId !== null) {
-    const workspace = await visibleWorkspace(deps, principal, workspace_id ?? principal.workspaceId ?? undefined)
-    if (workspace === null) return notFound('Workspace')
-    workspaceId = workspace.id
-    slugs.set(workspace.id, workspace.slug)
-  }
+  const scope = await listScope(request, workspace_id)
+  if (scope instanceof GatewayError) return scope
+  const { workspaceId, slugs } = scope
   const page = await deps.store.listConfigs(principal.organisationId, workspaceId === undefined ? {} : { workspaceId }, pageOf(current_page, page_size))
   const data = []
   for (const config of page.items) {

@@ -25,7 +25,7 @@ import type { Principal } from '../../core/context.js'
 import { GatewayError } from '../../core/errors.js'
 import { jsonReply, type Reply } from '../../core/plugin.js'
 import type { AdminStore } from '../../core/ports.js'
-import { canManage, resourceWorkspace, targetWorkspace, visibleWorkspace } from './access.js'
+import { canManage, listScope, resourceWorkspace, targetWorkspace, visibleWorkspace } from './access.js'
 import { publishPromptChange } from './prompt-templates.js'
 import {
   commit,
@@ -231,14 +231,9 @@ async function listLabels(request: AdminRequest): Promise<Reply | GatewayError> 
   const { current_page, page_size, workspace_id, organisation_id, search } = query.value
   const foreign = otherOrganisation(principal, organisation_id)
   if (foreign !== null) return foreign
-  let workspaceId: string | undefined
-  const slugs = new Map<string, string>()
-  if (workspace_id !== undefined || principal.workspaceId !== null) {
-    const workspace = await visibleWorkspace(deps, principal, workspace_id ?? principal.workspaceId ?? undefined)
-    if (workspace === null) return notFound('Workspace')
-    workspaceId = workspace.id
-    slugs.set(workspace.id, workspace.slug)
-  }
+  const scope = await listScope(request, workspace_id)
+  if (scope instanceof GatewayError) return scope
+  const { workspaceId, slugs } = scope
   await ensureBuiltInLabels(deps, principal.organisationId)
   const filter = { ...(workspaceId === undefined ? {} : { workspaceId }), ...(search === undefined ? {} : { search }) }
   const page = await deps.store.listLabels(principal.organisationId, filter, pageOf(current_page, page_size))

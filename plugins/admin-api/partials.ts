@@ -20,7 +20,7 @@ import { z } from 'zod'
 import type { PartialRecord, PartialVersionRecord, WorkspaceRecord } from '../../core/admin-records.js'
 import { GatewayError } from '../../core/errors.js'
 import { jsonReply, type Reply } from '../../core/plugin.js'
-import { canManage, resourceWorkspace, targetWorkspace, visibleWorkspace } from './access.js'
+import { canManage, listScope, pathResourceWorkspace, targetWorkspace } from './access.js'
 import { collectionInWorkspace, collectionRef, CREATE_ATTEMPTS, retryableConflict } from './collections.js'
 import { checkPartialTemplate, newSlug, publishPromptChange } from './prompt-templates.js'
 import { templateText } from './prompts.js'
@@ -138,21 +138,16 @@ interface Found {
   readonly workspace: WorkspaceRecord
 }
 
-/** The partial of the path (UUID or slug) if the caller may see it (404 otherwise; see `resourceWorkspace`). */
-async function visiblePartial(request: AdminRequest, namedInBody: string | undefined): Promise<Found | GatewayError> {
-  const { deps, principal, ctx } = request
-  const partial = await deps.store.findPartial(principal.organisationId, ctx.params.partialId ?? '')
-  if (partial === null) return notFound('Partial')
-  const workspace = await resourceWorkspace(request, partial, namedInBody, 'Partial')
-  return workspace instanceof GatewayError ? workspace : { partial, workspace }
+/** The partial of the path (UUID or slug) if the caller may see it, and with `change` also change it (see `pathResourceWorkspace`). */
+async function visiblePartial(request: AdminRequest, namedInBody: string | undefined, change = false): Promise<Found | GatewayError> {
+  const partial = await request.deps.store.findPartial(request.principal.organisationId, request.ctx.params.partialId ?? '')
+  const workspace = await pathResourceWorkspace(request, partial, namedInBody, 'Partial', change ? 'partials' : null)
+  return workspace instanceof GatewayError ? workspace : { partial: partial!, workspace }
 }
 
 /** The partial of the path if the caller may also change it (403 for read-only members). */
-async function changeablePartial(request: AdminRequest, namedInBody: string | undefined): Promise<Found | GatewayError> {
-  const found = await visiblePartial(request, namedInBody)
-  if (found instanceof GatewayError) return found
-  if (!(await canManage(request.deps, request.principal, found.workspace))) return forbidden('Only workspace admins and managers can change partials')
-  return found
+function changeablePartial(request: AdminRequest, namedInBody: string | undefined): Promise<Found | GatewayError> {
+  return visiblePartial(request, namedInBody, true)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -222,14 +217,9 @@ async function listPartials(request: AdminRequest): Promise<Reply | GatewayError
   if (!query.ok) return query.error
   const { deps, principal } = request
   const { current_page, page_size, workspace_id, collection_id } = query.value
-  let workspaceId: string | undefined
-  const slugs = new Map<string, string>()
-  if (workspace_id !== undefined || principal.workspaceId !== null) {
-    const workspace = await visibleWorkspace(deps, principal, workspace_id ?? principal.workspaceId ?? undefined)
-    if (workspace === null) return notFound('Workspace')
-    workspaceId = workspace.id
-    slugs.set(workspace.id, workspace.slug)
-  }
+  const scope = await listScope(request, workspace_id)
+  if (scope instanceof GatewayError) return scope
+  const { workspaceId, slugs } = scope
   let collectionId: string | undefined
   if (collection_id !== undefined) {
     const collection = await deps.store.findCollection(principal.organisationId, collection_id)

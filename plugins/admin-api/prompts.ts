@@ -29,7 +29,7 @@ import type { CollectionRecord, PromptRecord, PromptVersionRecord, WorkspaceReco
 import type { Principal } from '../../core/context.js'
 import { GatewayError } from '../../core/errors.js'
 import { jsonReply, type Reply } from '../../core/plugin.js'
-import { canManage, resourceWorkspace, targetWorkspace, visibleWorkspace } from './access.js'
+import { canManage, listScope, pathResourceWorkspace, targetWorkspace } from './access.js'
 import { collectionInWorkspace, collectionRef, CREATE_ATTEMPTS, newDefaultCollection, retryableConflict } from './collections.js'
 import { usableLabel } from './labels.js'
 import { checkPromptTemplate, MAX_TEMPLATE_BYTES, newSlug, publishPromptChange } from './prompt-templates.js'
@@ -284,21 +284,16 @@ interface Found {
   readonly workspace: WorkspaceRecord
 }
 
-/** The prompt of the path (UUID or slug) if the caller may see it (404 otherwise; see `resourceWorkspace`). */
-async function visiblePrompt(request: AdminRequest, namedInBody: string | undefined): Promise<Found | GatewayError> {
-  const { deps, principal, ctx } = request
-  const prompt = await deps.store.findPrompt(principal.organisationId, ctx.params.promptId ?? '')
-  if (prompt === null) return notFound('Prompt')
-  const workspace = await resourceWorkspace(request, prompt, namedInBody, 'Prompt')
-  return workspace instanceof GatewayError ? workspace : { prompt, workspace }
+/** The prompt of the path (UUID or slug) if the caller may see it, and with `change` also change it (see `pathResourceWorkspace`). */
+async function visiblePrompt(request: AdminRequest, namedInBody: string | undefined, change = false): Promise<Found | GatewayError> {
+  const prompt = await request.deps.store.findPrompt(request.principal.organisationId, request.ctx.params.promptId ?? '')
+  const workspace = await pathResourceWorkspace(request, prompt, namedInBody, 'Prompt', change ? 'prompts' : null)
+  return workspace instanceof GatewayError ? workspace : { prompt: prompt!, workspace }
 }
 
 /** The prompt of the path if the caller may also change it (403 for read-only members). */
-async function changeablePrompt(request: AdminRequest, namedInBody: string | undefined): Promise<Found | GatewayError> {
-  const found = await visiblePrompt(request, namedInBody)
-  if (found instanceof GatewayError) return found
-  if (!(await canManage(request.deps, request.principal, found.workspace))) return forbidden('Only workspace admins and managers can change prompts')
-  return found
+function changeablePrompt(request: AdminRequest, namedInBody: string | undefined): Promise<Found | GatewayError> {
+  return visiblePrompt(request, namedInBody, true)
 }
 
 /** A version of the prompt by UUID or by number. */
@@ -382,14 +377,9 @@ async function listPrompts(request: AdminRequest): Promise<Reply | GatewayError>
   if (!query.ok) return query.error
   const { deps, principal } = request
   const { current_page, page_size, workspace_id, collection_id, search } = query.value
-  let workspaceId: string | undefined
-  const slugs = new Map<string, string>()
-  if (workspace_id !== undefined || principal.workspaceId !== null) {
-    const workspace = await visibleWorkspace(deps, principal, workspace_id ?? principal.workspaceId ?? undefined)
-    if (workspace === null) return notFound('Workspace')
-    workspaceId = workspace.id
-    slugs.set(workspace.id, workspace.slug)
-  }
+  const scope = await listScope(request, workspace_id)
+  if (scope instanceof GatewayError) return scope
+  const { workspaceId, slugs } = scope
   let collectionId: string | undefined
   if (collection_id !== undefined) {
     const collection = await deps.store.findCollection(principal.organisationId, collection_id)
